@@ -1,0 +1,59 @@
+"""Shared test helpers: the tiny hand-made instances and the official cases (skipped if absent)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from instances import official_case, official_dir
+from solver.hardware import Hardware, load_hardware
+from solver.instance import Instance, load_instance, parse_instance
+
+DATA = Path(__file__).parent / "data"
+TINY = ("example7", "respill", "reload_reuse", "spill_out_waits", "l0_pair", "sequential")
+
+
+def data_path(name: str) -> Path:
+    """Path of a file in ``tests/data``."""
+    return DATA / name
+
+
+def tiny(name: str) -> Instance:
+    """A hand-made instance from ``tests/data/<name>.json``."""
+    return load_instance(DATA / f"{name}.json")
+
+
+def tiny_data(name: str) -> dict[str, Any]:
+    """The raw JSON of a hand-made instance, for tests that mutate it."""
+    return json.loads((DATA / f"{name}.json").read_text())
+
+
+def reparse(data: dict[str, Any]) -> Instance:
+    """Validate mutated instance data."""
+    return parse_instance(data, name="mutated", source="mutated.json")
+
+
+def bank_hardware() -> Hardware:
+    """UB aligned to 32 with 4 banks of 32 units, conflicts forbidden."""
+    return load_hardware(DATA / "bank_rules.toml")
+
+
+@functools.cache
+def _official(name: str) -> Instance | None:
+    path = official_case(name)
+    return load_instance(path) if path else None
+
+
+def official(name: str) -> Instance:
+    """An official contest case, or a skip naming where it was looked for."""
+    instance = _official(name)
+    if instance is None:
+        pytest.skip(
+            f"official case {name} not found (looked in $NPUOPT_OFFICIAL_DIR and "
+            f"../shared/instances; found folder: {official_dir()})"
+        )
+    return instance
