@@ -1,0 +1,181 @@
+"""Lower bounds every report carries (SPEC section 8).
+
+Problem 1 (``max V_stay``):
+
+* *op-local*: an op's L1/UB buffers are all live while it runs, so their total size is a bound.
+* *forced-live*: a buffer whose ALLOC is an ancestor of node v and whose FREE is a descendant of v
+  is live whenever v runs, whatever the order; the largest total over v is a bound. It dominates
+  the op-local bound (an op's own buffers are among its forced-live ones).
+
+Problem 3 (makespan): the busiest pipe's load and the critical path (node weights = cycles), both
+including the spill nodes and spill edges of a given solution when one is passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from solver.evaluate import extended_graph
+from solver.hardware import COUNTED_MEMORIES
+from solver.instance import SPILL_IN_PIPE, SPILL_OUT_PIPE, Instance, propagate_bits
+from solver.solution import Solution
+
+#: Buffers handled per bitset pass (bounds the size of the big integers used as bitsets).
+_CHUNK = 8192
+
+
+@dataclass(frozen=True)
+class OrderBound:
+    """Lower bounds on Problem 1's ``max V_stay``.
+
+    Attributes
+    ----------
+    op_local_units
+        Largest total L1/UB size used by a single op.
+    forced_live_units
+        Largest total L1/UB size forced live at a single node.
+    forced_live_node
+        A node where the forced-live bound is attained.
+    """
+
+    op_local_units: int
+    forced_live_units: int
+    forced_live_node: int
+
+    @property
+    def units(self) -> int:
+        """The best proven bound."""
+        return max(self.op_local_units, self.forced_live_units)
+
+
+def op_local_bound(instance: Instance) -> int:
+    """Largest ``sum Size`` of L1/UB buffers used by a single op."""
+    best = 0
+    for v in instance.op_ids:
+        total = 0
+        for b in instance.bufs_of(v):
+            buf = instance.buffers[b]
+            if buf.memory in COUNTED_MEMORIES:
+                total += buf.size_units
+        best = max(best, total)
+    return best
+
+
+def forced_live_units(instance: Instance) -> np.ndarray:
+    """Total L1/UB size forced live at each node (see the module docstring).
+
+    A node's own ALLOC or FREE counts: just after an ALLOC, or just before a FREE, that buffer is
+    live too. Computed with bitsets over buffers, propagated along a topological order (ancestor
+    ALLOCs) and its reverse (descendant FREEs), in chunks of buffers to bound memory.
+    """
+    counted = [b for b, buf in instance.buffers.items() if buf.memory in COUNTED_MEMORIES]
+    # Bits sorted by size so each size is one contiguous run of bits: weight = size * popcount.
+    counted.sort(key=lambda b: instance.buffers[b].size_units)
+    topo = instance.topological_order
+    totals = np.zeros(instance.n_nodes, dtype=np.int64)
+    for lo in range(0, len(counted), _CHUNK):
+        chunk = counted[lo : lo + _CHUNK]
+        runs: list[tuple[int, int, int]] = []  # (first bit, mask, size)
+        for i, b in enumerate(chunk):
+            size = instance.buffers[b].size_units
+            if runs and runs[-1][2] == size:
+                first, _, _ = runs[-1]
+                runs[-1] = (first, (1 << (i - first + 1)) - 1, size)
+            else:
+                runs.append((i, 1, size))
+        alloc_bit = {instance.buffers[b].alloc: i for i, b in enumerate(chunk)}
+        free_bit = {instance.buffers[b].free: i for i, b in enumerate(chunk)}
+        descendants = [0] * instance.n_nodes
+        for v, bits in propagate_bits(topo[::-1], instance.successors, free_bit, keep=True):
+            descendants[v] = bits
+        for v, bits in propagate_bits(topo, instance.predecessors, alloc_bit):
+            both = bits & descendants[v]
+            if both:
+                totals[v] += sum(
+                    size * ((both >> first) & mask).bit_count() for first, mask, size in runs
+                )
+    return totals
+
+
+def order_bound(instance: Instance) -> OrderBound:
+    """The Problem 1 lower bounds of an instance."""
+    forced = forced_live_units(instance)
+    node = int(np.argmax(forced)) if len(forced) else 0
+    return OrderBound(
+        op_local_units=op_local_bound(instance),
+        forced_live_units=int(forced[node]) if len(forced) else 0,
+        forced_live_node=node,
+    )
+
+
+def pipe_loads(instance: Instance, solution: Solution | None = None) -> dict[str, int]:
+    """Total cycles per pipe, with the spill nodes of ``solution`` when given."""
+    loads: dict[str, int] = {}
+    cycles = instance.cycles
+    for v in instance.op_ids:
+        pipe = instance.pipe_of(v)
+        assert pipe is not None
+        loads[pipe] = loads.get(pipe, 0) + int(cycles[v])
+    for spill in solution.spills if solution is not None else ():
+        buf = instance.buffers[spill.buf_id]
+        loads[SPILL_OUT_PIPE] = loads.get(SPILL_OUT_PIPE, 0) + buf.spill_out_cycles
+        loads[SPILL_IN_PIPE] = loads.get(SPILL_IN_PIPE, 0) + buf.spill_in_cycles
+    return dict(sorted(loads.items()))
+
+
+def critical_path(instance: Instance, solution: Solution | None = None) -> int:
+    """Longest path, node weights = cycles; with a solution's spill nodes and edges when given.
+
+    With a solution, its schedule must be a permutation of all ``N + 2K`` nodes that respects the
+    spill edges (as for any valid solution): the longest path is then found along the schedule.
+    """
+    if solution is None or not solution.spills:
+        cycles = instance.cycles.tolist()
+        finish = [0] * instance.n_nodes
+        for v in instance.topological_order:
+            start = max((finish[u] for u in instance.predecessors[v]), default=0)
+            finish[v] = start + cycles[v]
+        return max(finish, default=0)
+    n_total = instance.n_nodes + 2 * len(solution.spills)
+    pos = np.empty(n_total, dtype=np.int64)
+    pos[np.asarray(solution.order, dtype=np.int64)] = np.arange(n_total)
+    graph = extended_graph(instance, solution, pos)
+    finish = [0] * n_total
+    for v in solution.order:
+        start = max((finish[u] for u in graph.pred[v]), default=0)
+        finish[v] = start + graph.cycles[v]
+    return max(finish, default=0)
+
+
+@dataclass(frozen=True)
+class MakespanBound:
+    """Lower bound on the makespan: ``max(busiest pipe load, critical path)``.
+
+    Attributes
+    ----------
+    pipe_loads
+        Cycles per pipe (spill nodes included when computed for a solution).
+    critical_path_cycles
+        Longest path through the graph.
+    """
+
+    pipe_loads: Mapping[str, int]
+    critical_path_cycles: int
+
+    @property
+    def busiest_pipe(self) -> str:
+        """The pipe with the largest load."""
+        return max(self.pipe_loads, key=lambda p: self.pipe_loads[p])
+
+    @property
+    def cycles(self) -> int:
+        """The bound."""
+        return max(max(self.pipe_loads.values(), default=0), self.critical_path_cycles)
+
+
+def makespan_bound(instance: Instance, solution: Solution | None = None) -> MakespanBound:
+    """Makespan lower bound of the instance, or of a solution's spill decisions when given."""
+    return MakespanBound(pipe_loads(instance, solution), critical_path(instance, solution))
