@@ -1,0 +1,168 @@
+"""The ``npuopt`` command line.
+
+Exit codes: 0 success (a valid solution), 1 an invalid solution, 2 bad input (a one-line message
+naming the file and the line, node or buffer at fault; nothing is written).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from solver.bounds import makespan_bound, order_bound
+from solver.errors import NpuoptError
+from solver.evaluate import evaluate as evaluate_solution
+from solver.files import ProblemFiles, read_solution
+from solver.hardware import DEFAULT_HARDWARE, Hardware, load_hardware
+from solver.instance import Instance, load_instance
+from solver.report import (
+    evaluation_dict,
+    format_evaluation,
+    format_instance_summary,
+    instance_summary,
+)
+
+EXIT_INVALID = 1
+EXIT_BAD_INPUT = 2
+
+app = typer.Typer(
+    name="npuopt",
+    help="Constraint-programming optimizer for in-core scheduling on Davinci-style NPUs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class ReuseRuleOption(str, Enum):
+    residency = "residency"
+    literal = "literal"
+
+
+def _version() -> str:
+    try:
+        return version("npuopt")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"npuopt {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Constraint-programming optimizer for in-core scheduling on Davinci-style NPUs."""
+
+
+@contextmanager
+def bad_input_exits() -> Iterator[None]:
+    """Turn npuopt's own input errors into one line on stderr and exit code 2."""
+    try:
+        yield
+    except NpuoptError as exc:
+        typer.echo(f"npuopt: error: {exc}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+def _load(graph: Path, hardware_file: Path | None) -> tuple[Instance, Hardware]:
+    hardware = load_hardware(hardware_file) if hardware_file else DEFAULT_HARDWARE
+    return load_instance(graph, hardware), hardware
+
+
+GraphArg = Annotated[Path, typer.Argument(help="Graph: a .json file or a <name>_Nodes.csv file.")]
+HardwareOpt = Annotated[
+    Path | None, typer.Option("--hardware", help="Hardware TOML (capacities, layout rules).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+@app.command()
+def info(graph: GraphArg, hardware_file: HardwareOpt = None, as_json: JsonOpt = False) -> None:
+    """Show an instance's counts, pipe loads, memory totals and bounds."""
+    with bad_input_exits():
+        instance, hardware = _load(graph, hardware_file)
+    summary = instance_summary(instance, hardware, order_bound(instance), makespan_bound(instance))
+    typer.echo(json.dumps(summary, indent=2) if as_json else format_instance_summary(summary))
+
+
+@app.command()
+def evaluate(
+    graph: GraphArg,
+    problem: Annotated[int, typer.Option("--problem", min=1, max=3, help="Problem 1, 2 or 3.")],
+    problem_dir: Annotated[
+        Path | None,
+        typer.Option("--dir", help="A ProblemN folder holding <case>_schedule.txt and friends."),
+    ] = None,
+    schedule: Annotated[Path | None, typer.Option(help="Schedule file (overrides --dir).")] = None,
+    memory: Annotated[Path | None, typer.Option(help="Memory file (overrides --dir).")] = None,
+    spill: Annotated[Path | None, typer.Option(help="Spill file (overrides --dir).")] = None,
+    hardware_file: HardwareOpt = None,
+    reuse_rule: Annotated[
+        ReuseRuleOption, typer.Option(help="Reuse edges for the timing (SPEC section 4).")
+    ] = ReuseRuleOption.residency,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check a solution against SPEC.md and print its objective values and bounds.
+
+    Exit code 0 when the solution is valid, 1 when it is not, 2 on bad input.
+    """
+    with bad_input_exits():
+        instance, hardware = _load(graph, hardware_file)
+        files = _problem_files(instance.name, problem, problem_dir, schedule, memory, spill)
+        solution = read_solution(files, instance, problem, hardware)
+    result = evaluate_solution(instance, solution, problem, hardware, reuse_rule.value)
+    order = order_bound(instance) if problem == 1 else None
+    makespan = makespan_bound(instance, solution) if problem != 1 and result.valid else None
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {"case": instance.name, **evaluation_dict(result, order, makespan)}, indent=2
+            )
+        )
+    else:
+        typer.echo(format_evaluation(instance.name, result, order, makespan))
+    if not result.valid:
+        raise typer.Exit(EXIT_INVALID)
+
+
+def _problem_files(
+    case: str,
+    problem: int,
+    problem_dir: Path | None,
+    schedule: Path | None,
+    memory: Path | None,
+    spill: Path | None,
+) -> ProblemFiles:
+    needed = (
+        {"schedule": schedule}
+        if problem == 1
+        else {"schedule": schedule, "memory": memory, "spill": spill}
+    )
+    if problem_dir is None:
+        missing = [name for name, path in needed.items() if path is None]
+        if missing:
+            raise NpuoptError(
+                f"give --dir PROBLEM_DIR or --{missing[0]} FILE for Problem {problem}"
+            )
+        return ProblemFiles(schedule or Path(), memory or Path(), spill or Path())
+    if not problem_dir.is_dir():
+        raise NpuoptError(f"{problem_dir}: not a directory")
+    default = ProblemFiles.in_dir(problem_dir, case)
+    return ProblemFiles(
+        schedule or default.schedule, memory or default.memory, spill or default.spill
+    )

@@ -1,0 +1,158 @@
+"""Plain-text and JSON views of instances and evaluations, for the CLI and result files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from solver.bounds import MakespanBound, OrderBound
+from solver.evaluate import Evaluation
+from solver.hardware import MEMORIES, Hardware
+from solver.instance import Instance
+
+
+def gap(value: int, bound: int) -> float | None:
+    """Relative gap ``(value - bound) / value``, ``None`` when undefined."""
+    return (value - bound) / value if value > 0 else None
+
+
+def _pct(g: float | None) -> str:
+    return "n/a" if g is None else f"{100 * g:.1f}%"
+
+
+def instance_summary(
+    instance: Instance, hardware: Hardware, order: OrderBound, makespan: MakespanBound
+) -> dict[str, Any]:
+    """Counts, pipe loads, memory totals and bounds of an instance, as plain data."""
+    memory_units = dict.fromkeys(MEMORIES, 0)
+    memory_buffers = dict.fromkeys(MEMORIES, 0)
+    for buf in instance.buffers.values():
+        memory_units[buf.memory] += buf.size_units
+        memory_buffers[buf.memory] += 1
+    ops: dict[str, int] = {}
+    for v in instance.op_ids:
+        ops[instance.nodes[v].op] = ops.get(instance.nodes[v].op, 0) + 1
+    return {
+        "case": instance.name,
+        "nodes": instance.n_nodes,
+        "edges": len(instance.edge_array()),
+        "op_nodes": len(instance.op_ids),
+        "buffers": len(instance.buffers),
+        "copy_in_backed_buffers": len(instance.copy_in_backed),
+        "ops": dict(sorted(ops.items())),
+        "pipe_load_cycles": dict(makespan.pipe_loads),
+        "memory": {
+            m: {
+                "buffers": memory_buffers[m],
+                "total_units": memory_units[m],
+                "capacity_units": hardware.capacity(m),
+            }
+            for m in MEMORIES
+        },
+        "bounds": {
+            "p1_op_local_units": order.op_local_units,
+            "p1_forced_live_units": order.forced_live_units,
+            "p1_units": order.units,
+            "p3_busiest_pipe": makespan.busiest_pipe if makespan.pipe_loads else None,
+            "p3_max_pipe_load_cycles": max(makespan.pipe_loads.values(), default=0),
+            "p3_critical_path_cycles": makespan.critical_path_cycles,
+            "p3_cycles": makespan.cycles,
+        },
+    }
+
+
+def format_instance_summary(summary: dict[str, Any]) -> str:
+    """Readable text of :func:`instance_summary`."""
+    b = summary["bounds"]
+    lines = [
+        f"case {summary['case']}: {summary['nodes']:,} nodes, {summary['edges']:,} edges, "
+        f"{summary['op_nodes']:,} op nodes, {summary['buffers']:,} buffers "
+        f"({summary['copy_in_backed_buffers']:,} COPY_IN-backed)",
+        "ops: " + ", ".join(f"{op} {k:,}" for op, k in summary["ops"].items()),
+        "pipe load (cycles): "
+        + ", ".join(f"{p} {c:,}" for p, c in summary["pipe_load_cycles"].items()),
+        "memory (buffers, total units / capacity):",
+    ]
+    for m, row in summary["memory"].items():
+        lines.append(
+            f"  {m:<4} {row['buffers']:>7,} buffers "
+            f"{row['total_units']:>11,} / {row['capacity_units']:,}"
+        )
+    lines += [
+        f"P1 bound: max V_stay >= {b['p1_units']:,} (op-local {b['p1_op_local_units']:,}, "
+        f"forced-live {b['p1_forced_live_units']:,})",
+        f"P3 bound: makespan >= {b['p3_cycles']:,} (max pipe load {b['p3_max_pipe_load_cycles']:,} "
+        f"on {b['p3_busiest_pipe']}, critical path {b['p3_critical_path_cycles']:,})",
+    ]
+    return "\n".join(lines)
+
+
+def evaluation_dict(
+    evaluation: Evaluation, order: OrderBound | None = None, makespan: MakespanBound | None = None
+) -> dict[str, Any]:
+    """An evaluation (and the bounds beside it) as plain JSON-ready data."""
+    data: dict[str, Any] = {
+        "problem": evaluation.problem,
+        "valid": evaluation.valid,
+        "violation_count": evaluation.violation_count,
+        "violations": [{"kind": v.kind, "message": v.message} for v in evaluation.violations],
+        "peak_units": dict(evaluation.peak_units),
+    }
+    if evaluation.problem == 1:
+        data["max_v_stay_units"] = evaluation.max_v_stay_units
+        if order is not None and evaluation.max_v_stay_units is not None:
+            data["bound_units"] = order.units
+            data["gap"] = gap(evaluation.max_v_stay_units, order.units)
+    else:
+        data.update(
+            extra_traffic_units=evaluation.extra_traffic_units,
+            spill_count=evaluation.spill_count,
+            makespan_cycles=evaluation.makespan_cycles,
+            pipe_busy_cycles=dict(evaluation.pipe_busy_cycles),
+            bank_conflicts=evaluation.bank_conflicts,
+            reuse_rule=evaluation.reuse_rule,
+        )
+        if makespan is not None and evaluation.makespan_cycles is not None:
+            data["makespan_bound_cycles"] = makespan.cycles
+            data["gap"] = gap(evaluation.makespan_cycles, makespan.cycles)
+    return data
+
+
+def format_evaluation(
+    case: str,
+    evaluation: Evaluation,
+    order: OrderBound | None = None,
+    makespan: MakespanBound | None = None,
+) -> str:
+    """Readable text of an evaluation."""
+    e = evaluation
+    head = f"case {case}, Problem {e.problem}"
+    if e.problem != 1:
+        head += f" (reuse rule: {e.reuse_rule})"
+    lines = [head, f"valid: {'yes' if e.valid else 'NO'}"]
+    if e.problem == 1 and e.max_v_stay_units is not None:
+        line = f"max V_stay: {e.max_v_stay_units:,} units"
+        if order is not None:
+            line += f" (bound {order.units:,}, gap {_pct(gap(e.max_v_stay_units, order.units))})"
+        lines.append(line)
+    elif e.makespan_cycles is not None:
+        lines.append(f"extra traffic: {e.extra_traffic_units:,} units in {e.spill_count:,} spills")
+        line = f"makespan: {e.makespan_cycles:,} cycles"
+        if makespan is not None:
+            line += (
+                f" (bound {makespan.cycles:,}, gap {_pct(gap(e.makespan_cycles, makespan.cycles))})"
+            )
+        lines.append(line)
+        lines.append(
+            "pipe busy (cycles): " + ", ".join(f"{p} {c:,}" for p, c in e.pipe_busy_cycles.items())
+        )
+        if e.bank_conflicts:
+            lines.append(f"bank conflicts: {e.bank_conflicts:,}")
+    if e.peak_units:
+        label = "peak live" if e.problem == 1 else "peak resident"
+        lines.append(
+            f"{label} (units): " + ", ".join(f"{m} {u:,}" for m, u in e.peak_units.items())
+        )
+    if e.violation_count:
+        lines.append(f"violations ({len(e.violations)} shown of {e.violation_count:,}):")
+        lines += [f"  {v.kind}: {v.message}" for v in e.violations]
+    return "\n".join(lines)
