@@ -237,9 +237,10 @@ def evaluate_order(
                 live = live_l0[mem]
                 if live:  # one violation per ALLOC into an occupied L0 memory
                     other, since = next(iter(live.items()))
+                    n_live = len(live)
                     out.add(
                         "l0_residency",
-                        lambda mem=mem, b=b, p=p, other=other, since=since, k=len(live): (
+                        lambda mem=mem, b=b, p=p, other=other, since=since, k=n_live: (
                             f"{mem}: buffer {b} allocated at position {p} while buffer {other} "
                             f"is live (allocated at position {since})"
                             + (f" and {k - 1} more" if k > 1 else "")
