@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -122,8 +123,9 @@ class Evaluation:
 class _Collector:
     """Collects violations up to a cap while counting all of them.
 
-    A message may be given as a callable, formatted only when it is kept: badly broken solutions
-    can have millions of violations and formatting them all would dominate the run.
+    A message may be given as a callable, formatted only when it is kept (and then at once, so it
+    may read state that changes later): badly broken solutions can have millions of violations
+    and formatting them all would dominate the run.
     """
 
     def __init__(self, cap: int) -> None:
@@ -185,6 +187,13 @@ def _positions(order: Sequence[int], n_total: int, out: _Collector) -> np.ndarra
     return pos
 
 
+def _edge_message(a: int, b: int, pos: np.ndarray) -> str:
+    return (
+        f"edge {a} -> {b} broken: node {b} at position {pos[b]} comes before node {a} "
+        f"at position {pos[a]}"
+    )
+
+
 def _check_graph_edges(instance: Instance, pos: np.ndarray, out: _Collector) -> None:
     edges = instance.edge_array()
     if not len(edges):
@@ -192,11 +201,7 @@ def _check_graph_edges(instance: Instance, pos: np.ndarray, out: _Collector) -> 
     bad = np.flatnonzero(pos[edges[:, 0]] >= pos[edges[:, 1]])
     for i in bad:
         a, b = int(edges[i, 0]), int(edges[i, 1])
-        out.add(
-            "edge",
-            lambda a=a, b=b: f"edge {a} -> {b} broken: node {b} at position {pos[b]} comes "
-            f"before node {a} at position {pos[a]}",
-        )
+        out.add("edge", partial(_edge_message, a, b, pos))
 
 
 # -- Problem 1 ---------------------------------------------------------------------------------
@@ -236,16 +241,7 @@ def evaluate_order(
             if is_alloc:
                 live = live_l0[mem]
                 if live:  # one violation per ALLOC into an occupied L0 memory
-                    other, since = next(iter(live.items()))
-                    n_live = len(live)
-                    out.add(
-                        "l0_residency",
-                        lambda mem=mem, b=b, p=p, other=other, since=since, k=n_live: (
-                            f"{mem}: buffer {b} allocated at position {p} while buffer {other} "
-                            f"is live (allocated at position {since})"
-                            + (f" and {k - 1} more" if k > 1 else "")
-                        ),
-                    )
+                    out.add("l0_residency", partial(_l0_message, mem, b, p, live))
                 live[b] = p
             else:
                 live_l0[mem].pop(b, None)
@@ -256,6 +252,15 @@ def evaluate_order(
         violation_count=out.count,
         max_v_stay_units=max_v_stay,
         peak_units=peak,
+    )
+
+
+def _l0_message(memory: str, b: int, p: int, live: Mapping[int, int]) -> str:
+    other, since = next(iter(live.items()))
+    more = f" and {len(live) - 1} more" if len(live) > 1 else ""
+    return (
+        f"{memory}: buffer {b} allocated at position {p} while buffer {other} is live "
+        f"(allocated at position {since}){more}"
     )
 
 
@@ -536,7 +541,7 @@ def evaluate_placement(
         if seg is not None:
             mem, sl = seg.memory, span(seg.memory, seg.offset_units, seg.size_units)
             if count[mem][sl].any():  # one violation per segment placed over resident ones
-                out.add("overlap", lambda seg=seg, p=p: _overlap_message(seg, p, active, pos))
+                out.add("overlap", partial(_overlap_message, seg, p, active, pos))
             count[mem][sl] += 1
             active[mem][id(seg)] = seg
             resident[mem] += seg.size_units
