@@ -352,14 +352,26 @@ def extended_graph(
     return ExtendedGraph(n_total, pred, pipe, cycles, buffer_of)
 
 
-@dataclass
-class _Segment:
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of schedule during which a buffer occupies ``[offset, offset + size)``.
+
+    Attributes
+    ----------
+    buf_id, memory, offset_units, size_units
+        The buffer, its memory and the address range it holds.
+    start
+        Node opening the segment (ALLOC or SPILL_IN).
+    end
+        Node closing it (SPILL_OUT or FREE).
+    """
+
     buf_id: int
     memory: str
     offset_units: int
     size_units: int
-    start: int  # node opening it (ALLOC or SPILL_IN)
-    end: int  # node closing it (SPILL_OUT or FREE)
+    start: int
+    end: int
 
 
 #: A buffer's events must follow ALLOC (SPILL_OUT SPILL_IN)* FREE in schedule order.
@@ -373,20 +385,25 @@ _NEXT_EVENT = {
 _STATE_AFTER = {"ALLOC": "resident", "SPILL_OUT": "in DDR", "SPILL_IN": "resident", "FREE": "freed"}
 
 
-def _segments(
-    instance: Instance, solution: Solution, pos: np.ndarray, out: _Collector
-) -> list[_Segment]:
-    """Residency segments of every buffer, checking the ALLOC (OUT IN)* FREE alternation."""
+def residency_segments(
+    instance: Instance, solution: Solution, pos: np.ndarray, out: _Collector | None = None
+) -> list[Segment]:
+    """Residency segments of every buffer (SPEC section 3), in BufId order.
+
+    ``pos`` gives each node's schedule position. When ``out`` is given, every buffer whose events
+    break the ``ALLOC (SPILL_OUT SPILL_IN)* FREE`` alternation is reported to it.
+    """
+    out = out or _Collector(0)
     n = instance.n_nodes
     spills_of: dict[int, list[int]] = {}
     for k, spill in enumerate(solution.spills):
         spills_of.setdefault(spill.buf_id, []).append(k)
-    segments: list[_Segment] = []
+    segments: list[Segment] = []
     for b, buf in instance.buffers.items():
         offset = solution.offsets[b]
         ks = spills_of.get(b)
         if not ks:
-            segments.append(_Segment(b, buf.memory, offset, buf.size_units, buf.alloc, buf.free))
+            segments.append(Segment(b, buf.memory, offset, buf.size_units, buf.alloc, buf.free))
             continue
         # (position, kind, node, offset of the segment it opens)
         events = [
@@ -415,7 +432,7 @@ def _segments(
                 closing = next((e for e in events[i + 1 :] if e[1] in ("SPILL_OUT", "FREE")), None)
                 if closing is not None:
                     segments.append(
-                        _Segment(b, buf.memory, seg_offset, buf.size_units, node, closing[2])
+                        Segment(b, buf.memory, seg_offset, buf.size_units, node, closing[2])
                     )
     return segments
 
@@ -478,9 +495,9 @@ def evaluate_placement(
         return Evaluation(problem, False, tuple(out.kept), out.count, reuse_rule=reuse_rule)
     _check_graph_edges(instance, pos, out)
     graph = extended_graph(instance, solution, pos, out)
-    segments = _segments(instance, solution, pos, out)
+    segments = residency_segments(instance, solution, pos, out)
     starts_at = {s.start: s for s in segments}
-    ends_at: dict[int, list[_Segment]] = {}
+    ends_at: dict[int, list[Segment]] = {}
     for s in segments:
         ends_at.setdefault(s.end, []).append(s)
 
@@ -496,7 +513,7 @@ def evaluate_placement(
     # Per address unit: segments resident now, and the latest end time of a segment that used it.
     count = {m: np.zeros(highest[m] + shift[m], dtype=np.int32) for m in MEMORIES}
     release = {m: np.zeros(highest[m] + shift[m], dtype=np.int64) for m in MEMORIES}
-    active: dict[str, dict[int, _Segment]] = {m: {} for m in MEMORIES}
+    active: dict[str, dict[int, Segment]] = {m: {} for m in MEMORIES}
     resident = dict.fromkeys(MEMORIES, 0)
     peak = dict.fromkeys(MEMORIES, 0)
     literal = reuse_rule == "literal"
@@ -590,7 +607,7 @@ def evaluate_placement(
 
 
 def _overlap_message(
-    seg: _Segment, p: int, active: Mapping[str, Mapping[int, _Segment]], pos: np.ndarray
+    seg: Segment, p: int, active: Mapping[str, Mapping[int, Segment]], pos: np.ndarray
 ) -> str:
     lo, hi = seg.offset_units, seg.offset_units + seg.size_units
     hit = [

@@ -14,7 +14,15 @@ from solver.hardware import Hardware, load_hardware
 from solver.instance import Instance, load_instance, parse_instance
 
 DATA = Path(__file__).parent / "data"
-TINY = ("example7", "respill", "reload_reuse", "spill_out_waits", "l0_pair", "sequential")
+TINY = (
+    "example7",
+    "respill",
+    "reload_reuse",
+    "spill_out_waits",
+    "l0_pair",
+    "sequential",
+    "forced_spill",
+)
 
 
 def data_path(name: str) -> Path:
