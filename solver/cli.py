@@ -12,22 +12,31 @@ from contextlib import contextmanager
 from enum import Enum
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from instances import bundled
+from instances.generator import FAMILIES
+from instances.generator import generate as generate_graph
 from solver.bounds import makespan_bound, order_bound
 from solver.errors import NpuoptError
 from solver.evaluate import evaluate as evaluate_solution
-from solver.files import ProblemFiles, read_solution
+from solver.files import ProblemFiles, atomic_write_text, read_solution, write_solution
 from solver.hardware import DEFAULT_HARDWARE, Hardware, load_hardware
-from solver.instance import Instance, load_instance
+from solver.instance import Instance, load_instance, parse_instance
 from solver.report import (
+    case_summary,
     evaluation_dict,
     format_evaluation,
     format_instance_summary,
     instance_summary,
+    results_table,
 )
+from solver.solve import Progress, SolveOptions, solve_instance
+
+#: What ``npuopt solve`` runs on when no graph is given.
+DEMO_GRAPH = bundled("demo_conv.json")
 
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
@@ -166,3 +175,109 @@ def _problem_files(
     return ProblemFiles(
         schedule or default.schedule, memory or default.memory, spill or default.spill
     )
+
+
+class ProblemChoice(str, Enum):
+    one = "1"
+    two = "2"
+    three = "3"
+    all = "all"
+
+
+@app.command()
+def solve(
+    graphs: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Graphs to solve, in turn (default: the bundled demo instance)."),
+    ] = None,
+    problem: Annotated[
+        ProblemChoice, typer.Option(help="Problem 1, 2, 3 or all.")
+    ] = ProblemChoice.all,
+    time_limit: Annotated[
+        float, typer.Option(min=0.0, help="Seconds for each graph, all stages together.")
+    ] = 600.0,
+    seed: Annotated[int, typer.Option(help="Seed of every random choice.")] = 0,
+    out: Annotated[Path, typer.Option(help="Output folder: Problem1/2/3 and summary.json.")] = Path(
+        "out"
+    ),
+    hardware_file: HardwareOpt = None,
+    traffic_slack: Annotated[
+        float, typer.Option(min=0.0, help="Problem 3 may use (1 + EPS) x the Problem 2 traffic.")
+    ] = 0.0,
+    reuse_rule: Annotated[
+        ReuseRuleOption, typer.Option(help="Reuse edges for the timing (SPEC section 4).")
+    ] = ReuseRuleOption.residency,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
+) -> None:
+    """Solve Problems 1-3 and write the attachment files, summary.json and a results table.
+
+    Exit code 0 when every requested problem got a valid solution, 1 otherwise, 2 on bad input.
+    """
+    with bad_input_exits():
+        hardware = load_hardware(hardware_file) if hardware_file else DEFAULT_HARDWARE
+        instances = [load_instance(g, hardware) for g in graphs or [DEMO_GRAPH]]
+    problems = (1, 2, 3) if problem is ProblemChoice.all else (int(problem.value),)
+    options = SolveOptions(
+        problems=problems,
+        time_limit_s=time_limit,
+        seed=seed,
+        traffic_slack=traffic_slack,
+        hardware=hardware,
+        reuse_rule=reuse_rule.value,
+    )
+    cases: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {
+        "npuopt_version": _version(),
+        "problems": list(problems),
+        "time_limit_s": time_limit,
+        "seed": seed,
+        "traffic_slack": traffic_slack,
+        "reuse_rule": reuse_rule.value,
+        "hardware": str(hardware_file) if hardware_file else "contest defaults",
+        "cases": cases,
+    }
+    all_valid = True
+    for instance in instances:
+        result = solve_instance(instance, options, None if quiet else _print_progress)
+        for p in problems:
+            candidate = result.best(p)
+            if candidate is None or not candidate.evaluation.valid:
+                all_valid = False
+                continue
+            write_solution(out / f"Problem{p}", instance.name, p, candidate.solution)
+        cases.append(case_summary(result))
+        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    typer.echo(results_table(cases))
+    typer.echo(f"files in {out}/ (summary.json, Problem{'/'.join(map(str, problems))})")
+    if not all_valid:
+        raise typer.Exit(EXIT_INVALID)
+
+
+def _print_progress(event: Progress) -> None:
+    typer.echo(f"[{event.case}] {event.stage}: {event.message} ({event.elapsed_s:.1f} s)", err=True)
+
+
+@app.command()
+def generate(
+    family: Annotated[str, typer.Argument(help=f"Family: {', '.join(FAMILIES)}.")],
+    out: Annotated[Path, typer.Option(help="Output JSON file.")],
+    nodes: Annotated[int | None, typer.Option(min=1, help="Scale to about N nodes.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed; same seed, same graph.")] = 0,
+) -> None:
+    """Generate a contest-shaped instance and write it as JSON."""
+    with bad_input_exits():
+        if family not in FAMILIES:
+            raise NpuoptError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
+        data = generate_graph(family, seed=seed, nodes=nodes)
+        instance = parse_instance(data, name=out.stem, source=f"generated {family}")
+    text = '{"Nodes": [\n' + ",\n".join(json.dumps(n) for n in data["Nodes"])
+    text += '\n],\n"Edges": ' + json.dumps(data["Edges"]) + "}\n"
+    atomic_write_text(out, text)
+    typer.echo(
+        f"{out}: {instance.n_nodes:,} nodes, {len(instance.edge_array()):,} edges, "
+        f"{len(instance.buffers):,} buffers ({family}, seed {seed})"
+    )
+
+
+if __name__ == "__main__":  # python -m solver.cli
+    app()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from solver.bounds import MakespanBound, OrderBound
 from solver.evaluate import Evaluation
 from solver.hardware import MEMORIES, Hardware
 from solver.instance import Instance
+
+if TYPE_CHECKING:
+    from solver.solve import CaseResult
 
 
 def gap(value: int, bound: int) -> float | None:
@@ -156,3 +159,87 @@ def format_evaluation(
         lines.append(f"violations ({len(e.violations)} shown of {e.violation_count:,}):")
         lines += [f"  {v.kind}: {v.message}" for v in e.violations]
     return "\n".join(lines)
+
+
+def case_summary(result: CaseResult) -> dict[str, Any]:
+    """One case of ``summary.json``: objective values, bounds and gaps of each answer."""
+    data: dict[str, Any] = {
+        "case": result.case,
+        "runtime_s": round(result.runtime_s, 3),
+        "stage_s": {k: round(v, 3) for k, v in result.stage_s.items()},
+        "bounds": {
+            "p1_units": result.order_bound.units,
+            "p3_instance_cycles": result.makespan_bound.cycles,
+        },
+    }
+    for problem in (1, 2, 3):
+        candidate = result.best(problem)
+        if candidate is None:
+            continue
+        e = candidate.evaluation
+        row: dict[str, Any] = {"method": candidate.method, "valid": e.valid}
+        if problem == 1:
+            row["max_v_stay_units"] = e.max_v_stay_units
+            row["bound_units"] = result.order_bound.units
+            row["gap"] = gap(e.max_v_stay_units or 0, result.order_bound.units)
+        else:
+            row.update(
+                extra_traffic_units=e.extra_traffic_units,
+                spill_count=e.spill_count,
+                makespan_cycles=e.makespan_cycles,
+                reuse_rule=e.reuse_rule,
+            )
+            if problem == 3 and result.p3_bound is not None:
+                row["bound_cycles"] = result.p3_bound.cycles
+                row["gap"] = gap(e.makespan_cycles or 0, result.p3_bound.cycles)
+        data[f"p{problem}"] = row
+    return data
+
+
+def results_table(cases: list[dict[str, Any]]) -> str:
+    """The competition table of ``summary.json`` cases, as aligned text."""
+    header = [
+        "case",
+        "P1 peak",
+        "P1 bound",
+        "P2 traffic",
+        "spills",
+        "P2 makespan",
+        "P3 makespan",
+        "P3 traffic",
+        "P3 bound",
+        "P3 gap",
+        "time s",
+    ]
+    rows = [header]
+    for c in cases:
+        p1, p2, p3 = c.get("p1", {}), c.get("p2", {}), c.get("p3", {})
+        rows.append(
+            [
+                c["case"],
+                _num(p1.get("max_v_stay_units")),
+                _num(p1.get("bound_units")),
+                _num(p2.get("extra_traffic_units")),
+                _num(p2.get("spill_count")),
+                _num(p2.get("makespan_cycles")),
+                _num(p3.get("makespan_cycles")),
+                _num(p3.get("extra_traffic_units")),
+                _num(p3.get("bound_cycles")),
+                _pct(p3.get("gap")) if "gap" in p3 else "-",
+                f"{c['runtime_s']:.1f}",
+            ]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"

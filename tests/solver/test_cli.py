@@ -119,3 +119,66 @@ def test_console_script():
         pytest.skip(f"console script not installed beside {sys.executable}")
     result = subprocess.run([exe, "info", GRAPH], capture_output=True, text=True, check=False)
     assert result.returncode == 0 and "7 nodes" in result.stdout
+
+
+def test_solve_writes_files_summary_and_table(tmp_path):
+    out = tmp_path / "out"
+    result = run("solve", GRAPH, "--out", out, "--time-limit", 10, "--quiet")
+    assert result.exit_code == 0, result.output
+    for p in (1, 2, 3):
+        assert (out / f"Problem{p}" / "example7_schedule.txt").exists()
+    assert (out / "Problem3" / "example7_spill.txt").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    case = summary["cases"][0]
+    assert case["case"] == "example7" and case["p3"]["valid"]
+    assert "P1 peak" in result.output and "example7" in result.output
+    for p in (1, 2, 3):  # every written file passes npuopt evaluate
+        check = run("evaluate", GRAPH, "--problem", p, "--dir", out / f"Problem{p}")
+        assert check.exit_code == 0, check.output
+
+
+def test_solve_without_graph_uses_the_bundled_demo(tmp_path):
+    result = run("solve", "--out", tmp_path, "--time-limit", 10, "--problem", "1", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "Problem1" / "demo_conv_schedule.txt").exists()
+
+
+def test_solve_bad_graph_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"Nodes": [], "Edges": [[0, 1]]}')
+    out = tmp_path / "out"
+    result = run("solve", GRAPH, bad, "--out", out)
+    assert result.exit_code == 2
+    assert "bad.json: edge 0 [0, 1]" in result.output
+    assert not out.exists()
+
+
+def test_generate_writes_a_valid_graph(tmp_path):
+    target = tmp_path / "g.json"
+    result = run("generate", "conv", "--nodes", 200, "--seed", 2, "--out", target)
+    assert result.exit_code == 0, result.output
+    assert run("info", target).exit_code == 0
+    assert run("generate", "lstm", "--out", target).exit_code == 2
+
+
+def test_solve_is_byte_for_byte_reproducible(tmp_path):
+    """Same seed, same files, even under different string-hash seeds (two processes)."""
+    exe = Path(sys.executable).with_name("npuopt")
+    if not exe.exists():
+        pytest.skip(f"console script not installed beside {sys.executable}")
+    outs = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / hash_seed
+        env = {**__import__("os").environ, "PYTHONHASHSEED": hash_seed}
+        done = subprocess.run(
+            [exe, "solve", "--out", out, "--time-limit", "30", "--seed", "5", "--quiet"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        outs.append(out)
+    for p in (1, 2, 3):
+        for first in sorted((outs[0] / f"Problem{p}").iterdir()):
+            assert first.read_bytes() == (outs[1] / f"Problem{p}" / first.name).read_bytes()

@@ -1,0 +1,66 @@
+"""The solve pipeline: valid answers on every fixture, the traffic budget, the time limit."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from solver.evaluate import evaluate
+from solver.hardware import Hardware
+from solver.solve import Progress, SolveOptions, solve_instance
+
+from helpers import TINY, tiny
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_every_fixture_gets_three_valid_answers(name):
+    inst = tiny(name)
+    result = solve_instance(inst, SolveOptions(time_limit_s=10))
+    for problem in (1, 2, 3):
+        candidate = result.best(problem)
+        assert candidate is not None
+        again = evaluate(inst, candidate.solution, problem)
+        assert again.valid and again.objective() == candidate.evaluation.objective()
+
+
+def test_p3_traffic_stays_within_the_p2_budget():
+    """forced_spill with UB = 150: the chain COPY_IN -> VEC_B -> VEC_A keeps b0 (100) live while
+    VEC_B needs b1 (100), so b0 must be spilled once (COPY_IN-backed: traffic 100) in any order.
+    P3 may not spill more."""
+    inst = tiny("forced_spill")
+    options = SolveOptions(time_limit_s=10, hardware=Hardware(capacity={"UB": 150}))
+    result = solve_instance(inst, options)
+    assert result.p2 is not None and result.p3 is not None
+    assert result.p2.evaluation.extra_traffic_units == 100
+    assert result.p2.solution.spills[0].buf_id == 0
+    assert result.p3.evaluation.extra_traffic_units <= result.p2.evaluation.extra_traffic_units
+    assert result.p3.evaluation.makespan_cycles <= result.p2.evaluation.makespan_cycles
+
+
+def test_problem_1_only_skips_placement():
+    result = solve_instance(tiny("example7"), SolveOptions(problems=(1,), time_limit_s=10))
+    assert result.p1 is not None and result.p2 is None and result.p3 is None
+
+
+def test_progress_reports_each_stage():
+    events: list[Progress] = []
+    solve_instance(tiny("example7"), SolveOptions(time_limit_s=10), events.append)
+    assert [e.stage for e in events] == ["bounds", "P1", "P2", "P3"]
+    assert all(e.case == "example7" for e in events)
+
+
+def test_same_seed_same_answers():
+    inst = tiny("respill")
+    first = solve_instance(inst, SolveOptions(seed=3, time_limit_s=10))
+    again = solve_instance(inst, SolveOptions(seed=3, time_limit_s=10))
+    for problem in (1, 2, 3):
+        assert first.best(problem).solution == again.best(problem).solution  # type: ignore[union-attr]
+
+
+def test_tiny_time_limit_still_answers():
+    """A zero budget still runs one pass of each stage: an answer, late, beats no answer."""
+    started = time.monotonic()
+    result = solve_instance(tiny("example7"), SolveOptions(time_limit_s=0))
+    assert result.p3 is not None and result.p3.evaluation.valid
+    assert time.monotonic() - started < 5
