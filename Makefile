@@ -6,6 +6,9 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test test-slow lint bench clean
 
+bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/heuristics.py
+
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -13,8 +16,8 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 demo: $(BIN)/.installed
-	$(BIN)/npuopt info instances/example7.json
-	$(BIN)/npuopt evaluate instances/example7.json --problem 2 --dir instances/example7_solution/Problem2
+	$(BIN)/npuopt solve --out demo-out --time-limit 60
+	$(BIN)/npuopt evaluate instances/demo_conv.json --problem 3 --dir demo-out/Problem3
 
 test: lint
 	$(BIN)/python -m pytest -q
@@ -23,7 +26,7 @@ test-slow: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m slow
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check solver models heuristics instances tests
+	$(BIN)/ruff check solver models heuristics instances tests benchmarks
 	$(BIN)/mypy solver models heuristics instances
 
 clean:

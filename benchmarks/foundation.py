@@ -41,15 +41,23 @@ def spill_heavy(instance: Instance) -> tuple[Solution, Hardware]:
             k = len(spills)
             spills.append(Spill(b, next_free[buf.memory]))
             next_free[buf.memory] += buf.size_units
-            inserts += [(a + 0.25 + 0.001 * k / n, n + 2 * k), (c - 0.25 + 0.001 * k / n, n + 2 * k + 1)]
+            inserts += [
+                (a + 0.25 + 0.001 * k / n, n + 2 * k),
+                (c - 0.25 + 0.001 * k / n, n + 2 * k + 1),
+            ]
     full = sorted([(float(p), v) for p, v in enumerate(order)] + inserts)
     hardware = Hardware(capacity={m: max(next_free[m], 1) for m in MEMORIES})
-    return Solution(order=tuple(v for _, v in full), offsets=offsets, spills=tuple(spills)), hardware
+    return Solution(
+        order=tuple(v for _, v in full), offsets=offsets, spills=tuple(spills)
+    ), hardware
 
 
 def main() -> None:
     argparse.ArgumentParser(description=__doc__).parse_args()
-    print("| case | nodes | load s | P1 bound s | P3 bound s | P1 eval s | spills | P2 eval s | valid |")
+    print(
+        "| case | nodes | load s | P1 bound s | P3 bound s | P1 eval s | spills | P2 eval s "
+        "| valid |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name in OFFICIAL_CASES:
         path = official_case(name)
