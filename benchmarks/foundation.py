@@ -1,6 +1,7 @@
 """Foundation benchmark: load, bounds and evaluator times on the official cases.
 
-Usage: ``python benchmarks/foundation.py [--spills-per-buffer K]``
+Usage: ``python benchmarks/foundation.py [--nodes N]`` (official cases, plus a generated conv graph
+of about N nodes, default 36,000: Conv_Case1's size).
 
 For Problem 2 it builds a spill-heavy solution: every L1 buffer with several users is spilled and
 reloaded between each pair of consecutive uses, and every residency segment gets an address range
@@ -12,9 +13,13 @@ run.
 from __future__ import annotations
 
 import argparse
+import json
+import tempfile
 import time
+from pathlib import Path
 
 from instances import OFFICIAL_CASES, official_case
+from instances.generator import generate
 from solver.bounds import makespan_bound, order_bound
 from solver.evaluate import evaluate
 from solver.hardware import MEMORIES, Hardware
@@ -53,14 +58,20 @@ def spill_heavy(instance: Instance) -> tuple[Solution, Hardware]:
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__).parse_args()
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=36_000)
+    args = parser.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="npuopt-bench-"))
+    generated = scratch / f"conv{args.nodes // 1000}k_seed3.json"
+    data = generate("conv", seed=3, nodes=args.nodes)
+    generated.write_text(json.dumps(data))
+    cases = [(name, official_case(name)) for name in OFFICIAL_CASES] + [(generated.stem, generated)]
     print(
         "| case | nodes | load s | P1 bound s | P3 bound s | P1 eval s | spills | P2 eval s "
         "| valid |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for name in OFFICIAL_CASES:
-        path = official_case(name)
+    for name, path in cases:
         if path is None:
             print(f"| {name} | skipped: not found | | | | | | | |")
             continue
