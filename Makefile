@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 .PHONY: demo test test-slow lint bench clean
 
 bench: $(BIN)/.installed
-	$(BIN)/python benchmarks/heuristics.py
+	$(BIN)/python benchmarks/cases.py
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -180,8 +180,13 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
         row: dict[str, Any] = {"method": candidate.method, "valid": e.valid}
         if problem == 1:
             row["max_v_stay_units"] = e.max_v_stay_units
-            row["bound_units"] = result.order_bound.units
-            row["gap"] = gap(e.max_v_stay_units or 0, result.order_bound.units)
+            row["bound_units"] = result.p1_bound_units
+            row["bound_source"] = result.p1_bound_source
+            row["gap"] = gap(e.max_v_stay_units or 0, result.p1_bound_units)
+            row["proven_optimal"] = (e.max_v_stay_units or 0) <= result.p1_bound_units
+            if result.p1_lns is not None:
+                row["lns_steps"] = len(result.p1_lns.steps)
+                row["lns_outcomes"] = result.p1_lns.outcomes()
         else:
             row.update(
                 extra_traffic_units=e.extra_traffic_units,

@@ -3,7 +3,10 @@
 Stages share one deadline:
 
 1. **P1** — the memory-aware list scheduler with each policy, then seeded restarts
-   (:mod:`heuristics.ordering`). The best valid order is the Problem 1 answer.
+   (:mod:`heuristics.ordering`); the best valid order is then refined by windowed LNS over the
+   CP-SAT ordering model (:mod:`models.ordering`, :mod:`solver.lns`) until 35% of the budget.
+   On small instances the full model then runs for a proven bound; the bound reported is the
+   best of that and the forced-live bound.
 2. **P2** — the best few distinct orders are placed with each placement policy
    (:mod:`heuristics.placement`) and reordered for the pipes with the placement kept
    (:mod:`heuristics.pipes`, which never changes traffic). The candidate with the least traffic,
@@ -19,24 +22,41 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from heuristics.neighbourhoods import ordering_neighbourhoods, peak_key
 from heuristics.ordering import OrderingParams, order_heuristic
 from heuristics.pipes import compact
 from heuristics.placement import PLACEMENT_POLICIES, PlacementError, place
+from models.ordering import OrderingData, solve_order
 from solver.bounds import MakespanBound, OrderBound, makespan_bound, order_bound
-from solver.evaluate import Evaluation, ReuseRule, evaluate
+from solver.evaluate import Evaluation, ReuseRule, evaluate, evaluate_order
 from solver.hardware import DEFAULT_HARDWARE, Hardware
 from solver.instance import Instance
-from solver.solution import Solution
+from solver.lns import LnsParams, LnsResult, Repaired, Step, run_lns
+from solver.result import Status
+from solver.solution import Solution, op_order_of, schedule_from_op_order
 
 log = logging.getLogger(__name__)
 
 #: Distinct Problem 1 orders that go on to placement.
 ORDERS_TO_PLACE = 3
+#: Share of the time limit that ends the Problem 1 LNS (when Problems 2 or 3 follow; alone,
+#: Problem 1 takes nearly all of it).
+P1_SHARE = 0.35
+P1_ALONE_SHARE = 0.95
+#: Problem 1 LNS settings (windows of 30-50 ops close in ~1 s; larger ones stop closing).
+P1_LNS = LnsParams(initial_window=30, min_window=8, max_window=50, step_time_s=1.5)
+#: Deterministic work (CP-SAT deterministic time) budgeted per second of a stage's share: the
+#: rest of the second goes to building models and evaluating. Budgets make runs reproducible:
+#: a stage that ends on its budget did the same steps on any machine.
+WORK_PER_SECOND = 1.0
+#: The full ordering model runs for a bound only up to this many ops (beyond, its bound is the
+#: trivial one; FINDINGS).
+FULL_MODEL_OPS = 400
 
 
 @dataclass(frozen=True)
@@ -87,6 +107,9 @@ class CaseResult:
     p2: Candidate | None = None
     p3: Candidate | None = None
     p3_bound: MakespanBound | None = None
+    p1_bound_units: int = 0
+    p1_bound_source: str = "forced-live"
+    p1_lns: LnsResult[tuple[int, ...]] | None = None
     runtime_s: float = 0.0
     stage_s: dict[str, float] = field(default_factory=dict)
 
@@ -124,9 +147,11 @@ def solve_instance(
             progress(Progress(instance.name, stage, message, elapsed))
 
     result = CaseResult(instance.name, order_bound(instance), makespan_bound(instance))
+    result.p1_bound_units = result.order_bound.units
     report("bounds", f"P1 >= {result.order_bound.units:,}, P3 >= {result.makespan_bound.cycles:,}")
 
     # P1: the list scheduler; restarts stop at a share of the budget.
+    p1_share = P1_ALONE_SHARE if set(options.problems) == {1} else P1_SHARE
     p1_deadline = started + 0.2 * options.time_limit_s
     runs = order_heuristic(instance, rng, OrderingParams(), deadline=p1_deadline)
     valid_runs = [r for r in runs if r.evaluation.valid]
@@ -134,6 +159,7 @@ def solve_instance(
         best = valid_runs[0]
         result.p1 = Candidate(f"list-{best.policy}", best.solution, best.evaluation)
         report("P1", f"max V_stay {best.evaluation.max_v_stay_units:,} ({best.policy} policy)")
+        _refine_order(instance, result, options, rng, p1_share, started, report)
     else:
         report("P1", "no valid order found (L0 single residency could not be kept)")
     if not {2, 3} & set(options.problems):
@@ -186,6 +212,129 @@ def solve_instance(
     )
     result.runtime_s = time.monotonic() - started
     return result
+
+
+def _refine_order(
+    instance: Instance,
+    result: CaseResult,
+    options: SolveOptions,
+    rng: np.random.Generator,
+    share: float,
+    started: float,
+    report: Callable[[str, str], None],
+) -> None:
+    """Problem 1 refinement within ``share`` of the time limit: on small instances the full
+    model first (it may prove the optimum outright), then windowed LNS."""
+    deadline = started + share * options.time_limit_s
+    assert result.p1 is not None
+    data = OrderingData(instance)
+    seed = int(rng.integers(2**31))
+    ops = op_order_of(instance, result.p1.solution.order)
+    proven = False
+    # From the configured limit, never from the clock: the same work on every run.
+    budget = WORK_PER_SECOND * share * options.time_limit_s
+    if len(ops) <= FULL_MODEL_OPS:
+        full = solve_order(
+            data,
+            ops,
+            None,
+            time_limit_s=max(1.0, 0.6 * budget),
+            seed=seed,
+            lower_bound=result.p1_bound_units,
+            tie_break=False,  # a plain peak objective: its bound is the peak bound
+            deterministic=True,
+        )
+        budget -= float(full.info.get("deterministic_time", 0.0))
+        if full.bound is not None and full.bound > result.p1_bound_units:
+            result.p1_bound_units, result.p1_bound_source = full.bound, "cp-sat full model"
+        _keep_if_better(instance, result, full.solution, "cp-sat full model")
+        proven = full.status is Status.OPTIMAL
+    if not proven:
+        _lns_order(instance, result, data, seed, deadline, budget, report)
+    value = result.p1.evaluation.max_v_stay_units or 0
+    note = " (proven optimal)" if value <= result.p1_bound_units else ""
+    steps = (
+        f"; LNS {len(result.p1_lns.steps)} steps {result.p1_lns.outcomes()}"
+        if result.p1_lns
+        else ""
+    )
+    report(
+        "P1",
+        f"max V_stay {value:,}, bound {result.p1_bound_units:,} ({result.p1_bound_source})"
+        f"{note}{steps}",
+    )
+
+
+def _lns_order(
+    instance: Instance,
+    result: CaseResult,
+    data: OrderingData,
+    seed: int,
+    deadline: float,
+    budget: float,
+    report: Callable[[str, str], None],
+) -> None:
+    """Windowed LNS over the ordering model from the current Problem 1 answer, for ``budget``
+    units of deterministic work (the wall-clock ``deadline`` caps it)."""
+    assert result.p1 is not None
+    bound = result.p1_bound_units
+
+    def repair(
+        ops: tuple[int, ...], window: Collection[int], time_limit_s: float, seed: int
+    ) -> Repaired[tuple[int, ...]]:
+        answer = solve_order(
+            data,
+            ops,
+            window,
+            time_limit_s=time_limit_s,
+            seed=seed,
+            lower_bound=bound,
+            deterministic=True,
+        )
+        candidate = op_order_of(instance, answer.solution.order) if answer.solution else None
+        work = float(answer.info.get("deterministic_time", time_limit_s))
+        return Repaired(candidate, answer.status is Status.OPTIMAL, answer.status.value, work)
+
+    def on_step(step: Step) -> None:
+        if step.outcome == "best" and step.after is not None:
+            report(
+                "P1-lns", f"max V_stay {step.after[0]:,} ({step.after[1]} positions at the peak)"
+            )
+
+    start = op_order_of(instance, result.p1.solution.order)
+    lns = run_lns(
+        start,
+        lambda ops: peak_key(instance, ops),
+        ordering_neighbourhoods(instance),
+        repair,
+        np.random.default_rng(seed),
+        deadline,
+        replace(P1_LNS, work_budget=max(budget, 0.0)),
+        lower_bound=(bound, instance.n_nodes),
+        on_step=on_step,
+    )
+    result.p1_lns = lns
+    if lns.best_key < peak_key(instance, start):
+        # Same peak with fewer positions at it counts: a better start for anyone refining it.
+        order = schedule_from_op_order(instance, lns.best)
+        _keep_if_better(instance, result, Solution(order=order), "list+lns", ties=True)
+
+
+def _keep_if_better(
+    instance: Instance,
+    result: CaseResult,
+    solution: Solution | None,
+    method: str,
+    ties: bool = False,
+) -> None:
+    """Replace the Problem 1 answer when the evaluator finds ``solution`` valid and better (or,
+    with ``ties``, no worse)."""
+    if solution is None or result.p1 is None:
+        return
+    evaluation = evaluate_order(instance, solution.order)
+    new, old = evaluation.objective(), result.p1.evaluation.objective()
+    if evaluation.valid and (new < old or (ties and new == old)):
+        result.p1 = Candidate(method, solution, evaluation)
 
 
 def _place_and_compact(

@@ -1,0 +1,218 @@
+"""Case benchmark: ``npuopt solve`` on the official cases and a generated Conv_Case1-sized
+graph, one process per case so wall time and peak memory are per case.
+
+Usage::
+
+    python benchmarks/cases.py [--name pipeline] [--problem all|1|2|3] [--time-limit 600]
+                               [--seed 0] [--nodes 36000] [--no-generated] [--out DIR]
+
+Writes into ``--out`` (default ``results/<date>_<name>``): ``runs/<case>/`` (attachment files and
+summary.json of that run), ``runs.csv`` (one row per case), ``table.md`` and ``README.md``
+(question, command, commit). Every figure comes from the evaluator through ``npuopt solve``;
+afterwards each written file is checked again with ``npuopt evaluate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from instances import OFFICIAL_CASES, official_case  # noqa: E402
+
+NPUOPT = [sys.executable, "-m", "solver.cli"]
+#: Best public results (FINDINGS.md): P1 max V_stay, P2 traffic, P3 makespan.
+PUBLIC = {
+    "Matmul_Case0": (9_216, 28_800, 186_820),
+    "Matmul_Case1": (34_816, 430_208, 1_771_383),
+    "FlashAttention_Case0": (4_500, 3_584, 36_344),
+    "FlashAttention_Case1": (7_588, 32_512, 152_364),
+    "Conv_Case0": (7_488, 57_408, 515_634),
+}
+
+
+def run_case(graph: Path, out: Path, args: argparse.Namespace) -> dict:
+    """Solve one graph in its own process; return its summary row, wall time and peak RSS."""
+    cmd = [
+        *NPUOPT,
+        "solve",
+        str(graph),
+        "--out",
+        str(out),
+        "--time-limit",
+        str(args.time_limit),
+        "--seed",
+        str(args.seed),
+        "--problem",
+        args.problem,
+        "--quiet",
+    ]
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed with status {status}")
+    case = json.loads((out / "summary.json").read_text())["cases"][0]
+    case["wall_s"] = round(wall, 1)
+    case["peak_rss_mib"] = round(usage.ru_maxrss / 1024, 1)
+    case["rechecked"] = all(_recheck(graph, out, p) for p in _problems(args.problem))
+    return case
+
+
+def _problems(problem: str) -> tuple[int, ...]:
+    return (1, 2, 3) if problem == "all" else (int(problem),)
+
+
+def _recheck(graph: Path, out: Path, problem: int) -> bool:
+    check = subprocess.run(
+        [
+            *NPUOPT,
+            "evaluate",
+            str(graph),
+            "--problem",
+            str(problem),
+            "--dir",
+            str(out / f"Problem{problem}"),
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return check.returncode == 0 and json.loads(check.stdout)["valid"]
+
+
+def _n(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else "-" if value is None else str(value)
+
+
+COLUMNS = {  # header: how to read it from a case row
+    1: [
+        ("P1 max V_stay", lambda c: _n(c["p1"]["max_v_stay_units"])),
+        ("P1 bound", lambda c: f"{_n(c['p1']['bound_units'])} ({c['p1']['bound_source']})"),
+        ("public P1", lambda c: _n(PUBLIC.get(c["case"], (None,) * 3)[0])),
+    ],
+    2: [
+        (
+            "P2 traffic (spills)",
+            lambda c: f"{_n(c['p2']['extra_traffic_units'])} ({_n(c['p2']['spill_count'])})",
+        ),
+        ("public P2", lambda c: _n(PUBLIC.get(c["case"], (None,) * 3)[1])),
+        ("P2 makespan", lambda c: _n(c["p2"]["makespan_cycles"])),
+    ],
+    3: [
+        (
+            "P3 makespan (bound)",
+            lambda c: f"{_n(c['p3']['makespan_cycles'])} ({_n(c['p3'].get('bound_cycles'))})",
+        ),
+        ("P3 traffic", lambda c: _n(c["p3"]["extra_traffic_units"])),
+        ("public P3", lambda c: _n(PUBLIC.get(c["case"], (None,) * 3)[2])),
+    ],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--name", default="pipeline")
+    parser.add_argument("--problem", default="all", choices=["all", "1", "2", "3"])
+    parser.add_argument("--time-limit", type=float, default=600.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--nodes", type=int, default=36_000, help="size of the generated graph")
+    parser.add_argument("--no-generated", action="store_true", help="official cases only")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    today = dt.date.today().isoformat()
+    out = args.out or ROOT / "results" / f"{today}_{args.name}"
+
+    graphs = [(name, official_case(name)) for name in OFFICIAL_CASES]
+    if not args.no_generated:
+        generated = (
+            Path(tempfile.mkdtemp(prefix="npuopt-bench-")) / f"conv{args.nodes // 1000}k_seed3.json"
+        )
+        subprocess.run(
+            [
+                *NPUOPT,
+                "generate",
+                "conv",
+                "--nodes",
+                str(args.nodes),
+                "--seed",
+                "3",
+                "--out",
+                str(generated),
+            ],
+            cwd=ROOT,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        graphs.append((generated.stem, generated))
+
+    rows = []
+    for name, path in graphs:
+        if path is None:
+            print(f"{name}: skipped (not found)", file=sys.stderr)
+            continue
+        rows.append(run_case(path, out / "runs" / name, args))
+        print(f"{name}: {rows[-1]['wall_s']} s", file=sys.stderr)
+
+    columns = [("case", lambda c: c["case"])]
+    for p in _problems(args.problem):
+        columns += COLUMNS[p]
+    columns += [
+        ("wall s", lambda c: str(c["wall_s"])),
+        ("peak RSS MiB", lambda c: str(c["peak_rss_mib"])),
+        ("files valid", lambda c: "yes" if c["rechecked"] else "NO"),
+    ]
+    table = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
+    table += ["| " + " | ".join(get(c) for _, get in columns) + " |" for c in rows]
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "runs.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([h for h, _ in columns])
+        writer.writerows([get(c) for _, get in columns] for c in rows)
+    (out / "table.md").write_text("\n".join(table) + "\n")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    command = (
+        f"python benchmarks/cases.py --name {args.name} --problem {args.problem} "
+        f"--time-limit {args.time_limit:g} --seed {args.seed}"
+        + (" --no-generated" if args.no_generated else f" --nodes {args.nodes}")
+    )
+    (out / "README.md").write_text(
+        f"# {args.name}: `npuopt solve --problem {args.problem} --time-limit {args.time_limit:g}` "
+        f"({today})\n\n"
+        f"Command: `{command}`  \nCommit: `{commit}`; machine: 2 cores; reuse rule: residency.\n"
+        + (
+            ""
+            if args.no_generated
+            else f"The generated graph is `npuopt generate conv --nodes {args.nodes} --seed 3` "
+            "(not stored: regenerate it).\n"
+        )
+        + "\n"
+        + "\n".join(table)
+        + "\n\n"
+        "Public figures: the best published ones (FINDINGS.md). Solution files: `runs/<case>/`; "
+        "`summary.json` there holds bounds, gaps, methods and LNS step counts.\n"
+    )
+    print("\n".join(table))
+
+
+if __name__ == "__main__":
+    main()
