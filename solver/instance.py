@@ -9,8 +9,8 @@ numpy arrays) are built right after validation and are read-only from then on.
 from __future__ import annotations
 
 import csv
+import heapq
 import json
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,7 +216,8 @@ class Instance(BaseModel):
 
     @property
     def topological_order(self) -> tuple[int, ...]:
-        """One topological order of the nodes (Kahn's algorithm, ties by id)."""
+        """The topological order that takes the smallest ready id first (Kahn's algorithm with
+        a heap): the id order itself whenever ids are topological, as in the contest cases."""
         return self._topo
 
     @property
@@ -310,15 +311,17 @@ def _topological_order(
     succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]]
 ) -> tuple[int, ...]:
     indegree = [len(p) for p in pred]
-    ready = deque(v for v, d in enumerate(indegree) if d == 0)
+    # Smallest ready id first: the program order itself whenever ids are topological.
+    ready = [v for v, d in enumerate(indegree) if d == 0]
+    heapq.heapify(ready)
     order: list[int] = []
     while ready:
-        v = ready.popleft()
+        v = heapq.heappop(ready)
         order.append(v)
         for w in succ[v]:
             indegree[w] -= 1
             if indegree[w] == 0:
-                ready.append(w)
+                heapq.heappush(ready, w)
     if len(order) < len(succ):
         _fail(f"the edges form a cycle: {' -> '.join(map(str, _find_cycle(pred, indegree)))}")
     return tuple(order)

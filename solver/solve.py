@@ -7,10 +7,12 @@ Stages share one deadline:
    CP-SAT ordering model (:mod:`models.ordering`, :mod:`solver.lns`) until 35% of the budget.
    On small instances the full model then runs for a proven bound; the bound reported is the
    best of that and the forced-live bound.
-2. **P2** — the best few distinct orders are placed with each placement policy
-   (:mod:`heuristics.placement`) and reordered for the pipes with the placement kept
-   (:mod:`heuristics.pipes`, which never changes traffic). The candidate with the least traffic,
-   then the shortest makespan, is the Problem 2 answer.
+2. **P2** — a traversal search (:mod:`heuristics.traversal`: simulated annealing over the order
+   of L0-connected units, on an address-free traffic estimate) proposes an order; it and the best
+   few Problem 1 orders are placed with each placement policy (:mod:`heuristics.placement`) and
+   reordered for the pipes with the placement kept (:mod:`heuristics.pipes`, which never changes
+   traffic). The candidate with the least traffic, then the shortest makespan, is the Problem 2
+   answer.
 3. **P3** — among all candidates whose traffic stays within ``(1 + traffic_slack)`` times the
    Problem 2 traffic, the shortest makespan.
 
@@ -31,6 +33,7 @@ from heuristics.neighbourhoods import ordering_neighbourhoods, peak_key
 from heuristics.ordering import OrderingParams, order_heuristic
 from heuristics.pipes import compact
 from heuristics.placement import PLACEMENT_POLICIES, PlacementError, place
+from heuristics.traversal import TraversalParams, evaluations_for, search_traversal
 from models.ordering import OrderingData, solve_order
 from solver.bounds import MakespanBound, OrderBound, makespan_bound, order_bound
 from solver.evaluate import Evaluation, ReuseRule, evaluate, evaluate_order
@@ -43,13 +46,15 @@ from solver.solution import Solution, op_order_of, schedule_from_op_order
 log = logging.getLogger(__name__)
 
 #: Distinct Problem 1 orders that go on to placement.
-ORDERS_TO_PLACE = 3
+ORDERS_TO_PLACE = 4
 #: Share of the time limit that ends the Problem 1 LNS (when Problems 2 or 3 follow; alone,
 #: Problem 1 takes nearly all of it).
 P1_SHARE = 0.35
 P1_ALONE_SHARE = 0.95
 #: Problem 1 LNS settings (windows of 30-50 ops close in ~1 s; larger ones stop closing).
 P1_LNS = LnsParams(initial_window=30, min_window=8, max_window=50, step_time_s=1.5)
+#: Share of the time limit the Problem 2 traversal search may use (as an evaluation count).
+TRAVERSAL_SHARE = 0.2
 #: Deterministic work (CP-SAT deterministic time) budgeted per second of a stage's share: the
 #: rest of the second goes to building models and evaluating. Budgets make runs reproducible:
 #: a stage that ends on its budget did the same steps on any machine.
@@ -168,13 +173,18 @@ def solve_instance(
 
     # P2 and P3 candidates: a few distinct orders x placement policies, each compacted.
     orders: list[tuple[str, tuple[int, ...]]] = []
+    if result.p1 is not None:
+        orders.append((result.p1.method, result.p1.solution.order))
     for run in runs:
+        if len(orders) >= ORDERS_TO_PLACE:
+            break
         if run.solution.order not in (o for _, o in orders):
             orders.append((f"list-{run.policy}", run.solution.order))
-        if len(orders) == ORDERS_TO_PLACE:
-            break
     if not orders:
         orders.append(("topological", instance.topological_order))
+    traversal = _search_traversal(instance, options, orders[0][1], rng, deadline, report)
+    if traversal is not None and traversal not in (o for _, o in orders):
+        orders.insert(0, ("traversal", traversal))
     candidates: list[Candidate] = []
     for method, order in orders:
         for policy in PLACEMENT_POLICIES:
@@ -335,6 +345,35 @@ def _keep_if_better(
     new, old = evaluation.objective(), result.p1.evaluation.objective()
     if evaluation.valid and (new < old or (ties and new == old)):
         result.p1 = Candidate(method, solution, evaluation)
+
+
+def _search_traversal(
+    instance: Instance,
+    options: SolveOptions,
+    start: tuple[int, ...],
+    rng: np.random.Generator,
+    deadline: float,
+    report: Callable[[str, str], None],
+) -> tuple[int, ...] | None:
+    """Unit-order search for Problem 2 (:mod:`heuristics.traversal`) on its share of the time
+    limit, budgeted in evaluations so the run is reproducible."""
+    evaluations = evaluations_for(instance, TRAVERSAL_SHARE * options.time_limit_s)
+    op_order, estimate = search_traversal(
+        instance,
+        options.hardware,
+        op_order_of(instance, start),
+        np.random.default_rng(int(rng.integers(2**31))),
+        TraversalParams(max_evaluations=evaluations),
+        deadline=deadline,
+    )
+    report(
+        "P2-order",
+        f"traversal search: estimated traffic {estimate:,} ({evaluations:,} evaluations)",
+    )
+    try:
+        return schedule_from_op_order(instance, op_order)
+    except ValueError:
+        return None
 
 
 def _place_and_compact(
