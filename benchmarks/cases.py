@@ -4,7 +4,7 @@ graph, one process per case so wall time and peak memory are per case.
 Usage::
 
     python benchmarks/cases.py [--name pipeline] [--problem all|1|2|3] [--time-limit 600]
-                               [--seed 0] [--nodes 36000] [--no-generated] [--out DIR]
+                               [--method full|heuristics] [--seed 0] [--nodes 36000] [--no-generated] [--out DIR]
 
 Writes into ``--out`` (default ``results/<date>_<name>``): ``runs/<case>/`` (attachment files and
 summary.json of that run), ``runs.csv`` (one row per case), ``table.md`` and ``README.md``
@@ -55,6 +55,8 @@ def run_case(graph: Path, out: Path, args: argparse.Namespace) -> dict:
         str(args.seed),
         "--problem",
         args.problem,
+        "--method",
+        args.method,
         "--quiet",
     ]
     started = time.monotonic()
@@ -128,6 +130,7 @@ def main() -> None:
     parser.add_argument("--name", default="pipeline")
     parser.add_argument("--problem", default="all", choices=["all", "1", "2", "3"])
     parser.add_argument("--time-limit", type=float, default=600.0)
+    parser.add_argument("--method", default="full", choices=["full", "heuristics"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--nodes", type=int, default=36_000, help="size of the generated graph")
     parser.add_argument("--no-generated", action="store_true", help="official cases only")
@@ -192,11 +195,12 @@ def main() -> None:
     ).stdout.strip()
     command = (
         f"python benchmarks/cases.py --name {args.name} --problem {args.problem} "
-        f"--time-limit {args.time_limit:g} --seed {args.seed}"
+        f"--method {args.method} --time-limit {args.time_limit:g} --seed {args.seed}"
         + (" --no-generated" if args.no_generated else f" --nodes {args.nodes}")
     )
     (out / "README.md").write_text(
-        f"# {args.name}: `npuopt solve --problem {args.problem} --time-limit {args.time_limit:g}` "
+        f"# {args.name}: `npuopt solve --problem {args.problem} --method {args.method} "
+        f"--time-limit {args.time_limit:g}` "
         f"({today})\n\n"
         f"Command: `{command}`  \nCommit: `{commit}`; machine: 2 cores; reuse rule: residency.\n"
         + (

@@ -177,6 +177,11 @@ def _problem_files(
     )
 
 
+class MethodChoice(str, Enum):
+    full = "full"
+    heuristics = "heuristics"
+
+
 class ProblemChoice(str, Enum):
     one = "1"
     two = "2"
@@ -207,6 +212,10 @@ def solve(
     reuse_rule: Annotated[
         ReuseRuleOption, typer.Option(help="Reuse edges for the timing (SPEC section 4).")
     ] = ReuseRuleOption.residency,
+    method: Annotated[
+        MethodChoice,
+        typer.Option(help="full: heuristics then CP-SAT refinement; heuristics: warm starts only."),
+    ] = MethodChoice.full,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
 ) -> None:
     """Solve Problems 1-3 and write the attachment files, summary.json and a results table.
@@ -224,6 +233,7 @@ def solve(
         traffic_slack=traffic_slack,
         hardware=hardware,
         reuse_rule=reuse_rule.value,
+        method=method.value,
     )
     cases: list[dict[str, Any]] = []
     summary: dict[str, Any] = {
@@ -233,6 +243,7 @@ def solve(
         "seed": seed,
         "traffic_slack": traffic_slack,
         "reuse_rule": reuse_rule.value,
+        "method": method.value,
         "hardware": str(hardware_file) if hardware_file else "contest defaults",
         "cases": cases,
     }

@@ -66,3 +66,14 @@ def test_tiny_time_limit_still_answers():
     result = solve_instance(tiny("example7"), SolveOptions(time_limit_s=0))
     assert result.p3 is not None and result.p3.evaluation.valid
     assert time.monotonic() - started < 5
+
+
+def test_heuristics_method_skips_the_cp_sat_refinement():
+    """``--method heuristics`` is the baseline row: the list scheduler's answer is final."""
+    events: list[Progress] = []
+    result = solve_instance(
+        tiny("example7"), SolveOptions(time_limit_s=10, method="heuristics"), events.append
+    )
+    assert [e.stage for e in events].count("P1") == 1
+    assert result.p1 is not None and result.p1.method.startswith("list-")
+    assert result.p1_lns is None and result.p3 is not None and result.p3.evaluation.valid
