@@ -4,7 +4,8 @@ graph, one process per case so wall time and peak memory are per case.
 Usage::
 
     python benchmarks/cases.py [--name pipeline] [--problem all|1|2|3] [--time-limit 600]
-                               [--method full|heuristics] [--seed 0] [--nodes 36000] [--no-generated] [--out DIR]
+                               [--method full|heuristics] [--seed 0] [--nodes 36000]
+                               [--no-generated] [--out DIR]
 
 Writes into ``--out`` (default ``results/<date>_<name>``): ``runs/<case>/`` (attachment files and
 summary.json of that run), ``runs.csv`` (one row per case), ``table.md`` and ``README.md``

@@ -34,7 +34,12 @@ from heuristics.neighbourhoods import ordering_neighbourhoods, peak_key
 from heuristics.ordering import OrderingParams, order_heuristic
 from heuristics.pipes import compact
 from heuristics.placement import PLACEMENT_POLICIES, PlacementError, place
-from heuristics.traversal import TraversalParams, evaluations_for, search_traversal
+from heuristics.traversal import (
+    TraversalParams,
+    cluster_units_for,
+    evaluations_for,
+    search_traversal,
+)
 from models.ordering import OrderingData, solve_order
 from solver.bounds import MakespanBound, OrderBound, makespan_bound, order_bound
 from solver.evaluate import Evaluation, ReuseRule, evaluate, evaluate_order
@@ -196,11 +201,14 @@ def solve_instance(
     if traversal is not None and traversal not in (o for _, o in orders):
         orders.insert(0, ("traversal", traversal))
     candidates: list[Candidate] = []
+    last_s = 0.0  # the previous candidate's cost: the next one starts only if it fits too
     for method, order in orders:
         for policy in PLACEMENT_POLICIES:
-            if candidates and time.monotonic() > deadline:
+            began = time.monotonic()
+            if candidates and began + last_s > deadline:
                 break
             candidate = _place_and_compact(instance, order, options, f"{method}+{policy}")
+            last_s = time.monotonic() - began
             if candidate is not None:
                 candidates.append(candidate)
     valid = [c for c in candidates if c.evaluation.valid]
@@ -373,8 +381,12 @@ def _search_traversal(
         options.hardware,
         op_order_of(instance, start),
         np.random.default_rng(int(rng.integers(2**31))),
-        TraversalParams(max_evaluations=evaluations),
-        deadline=deadline,
+        TraversalParams(
+            max_evaluations=evaluations,
+            max_cluster_units=cluster_units_for(0.1 * options.time_limit_s),
+        ),
+        # The count is the budget; the clock only stops a search the count misjudged.
+        deadline=min(deadline, time.monotonic() + 2 * TRAVERSAL_SHARE * options.time_limit_s),
     )
     report(
         "P2-order",
