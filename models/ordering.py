@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
+from models.common import STATUS, make_solver
 from solver.hardware import COUNTED_MEMORIES, L0_MEMORIES
 from solver.instance import Instance
 from solver.result import Result, Status
@@ -40,14 +41,6 @@ from solver.solution import (
     schedule_from_op_order,
     unused_buffer_units,
 )
-
-_STATUS = {
-    cp_model.OPTIMAL: Status.OPTIMAL,
-    cp_model.FEASIBLE: Status.FEASIBLE,
-    cp_model.INFEASIBLE: Status.INFEASIBLE,
-    cp_model.MODEL_INVALID: Status.UNKNOWN,
-    cp_model.UNKNOWN: Status.UNKNOWN,
-}
 
 
 class OrderingData:
@@ -197,19 +190,15 @@ def solve_order(
     scale = _objective(model, data, win, x, tie_break)
     _hint(model, win, x)
 
-    solver = cp_model.CpSolver()
-    if deterministic:
-        solver.parameters.max_deterministic_time = max(0.01, time_limit_s)
-        solver.parameters.max_time_in_seconds = 10 * max(1.0, time_limit_s)  # a safety net
-    else:
-        solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
-    solver.parameters.log_search_progress = log
-    for name, value in (params or {}).items():
-        _set_param(solver.parameters, name, value)
-    code = solver.solve(model)
-    status = _STATUS[code]
+    solver = make_solver(
+        time_limit_s=time_limit_s,
+        seed=seed,
+        workers=workers,
+        deterministic=deterministic,
+        log=log,
+        params=params,
+    )
+    status = STATUS[solver.solve(model)]
     info: dict[str, int | float | str] = {
         "window": len(win.free),
         "outside_peak": outside,
@@ -432,10 +421,3 @@ def _hint(model: cp_model.CpModel, win: _Window, x: _Vars) -> None:
     span = win.profile[win.lo : win.hi + 1]
     if len(span):
         model.add_hint(x.local_peak, int(span.max()))
-
-
-def _set_param(parameters: object, name: str, value: str) -> None:
-    current = getattr(parameters, name)
-    kind = type(current)
-    parsed: object = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
-    setattr(parameters, name, parsed)
