@@ -1,8 +1,10 @@
-"""Window choosers for the Problem 1 LNS: which ops of an op order are free to move.
+"""Window choosers for the LNS: which items are free to move.
 
-All work on an op order (the op nodes in schedule order) and return a set of op ids. They target
-the peak of the residency profile, where a better order has to differ, and diversify with random
-runs. Pure Python (and numpy); the LNS driver (``solver.lns``) draws among them.
+Problem 1: on an op order (the op nodes in schedule order), sets of op ids around the peak of
+the residency profile, where a better order has to differ, and random runs to diversify.
+Problem 2: on a placed solution, sets of buffers to re-place, around a spill or where a memory's
+address-free occupancy exceeds its capacity. Pure Python (and numpy); the LNS driver
+(``solver.lns``) draws among them.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solver.hardware import COUNTED_MEMORIES
+from solver.hardware import COUNTED_MEMORIES, Hardware
 from solver.instance import Instance
-from solver.solution import buffer_lifetimes, op_profile
+from solver.solution import Solution, buffer_lifetimes, op_profile
 
 
 def peak_key(instance: Instance, op_order: Sequence[int]) -> tuple[int, int]:
@@ -95,3 +97,88 @@ class RandomRun:
 def ordering_neighbourhoods(instance: Instance) -> list[PeakRun | PeakBuffers | RandomRun]:
     """The Problem 1 neighbourhoods, in the driver's draw order."""
     return [PeakRun(instance), PeakBuffers(instance), RandomRun()]
+
+
+# -- Problem 2: which buffers to re-place -----------------------------------------------------
+
+
+def traffic_key(instance: Instance, solution: Solution) -> tuple[int, int]:
+    """``(extra traffic, spill count)`` of a placed solution (SPEC section 3: ``Size`` per spill of
+    a COPY_IN-backed buffer, else ``2 Size``)."""
+    traffic = sum(instance.buffers[s.buf_id].spill_traffic_units for s in solution.spills)
+    return (traffic, len(solution.spills))
+
+
+def _live_intervals(instance: Instance, solution: Solution) -> dict[int, tuple[str, int, int]]:
+    """(memory, first, last) schedule position of every buffer's whole lifetime."""
+    position = {v: p for p, v in enumerate(solution.order)}
+    return {
+        b: (buf.memory, position[buf.alloc], position[buf.free])
+        for b, buf in instance.buffers.items()
+    }
+
+
+def _near(
+    lives: dict[int, tuple[str, int, int]], memory: str, lo: int, hi: int, size: int, centre: int
+) -> list[int]:
+    """Up to ``size`` buffers of ``memory`` alive somewhere in ``[lo, hi]``, nearest first."""
+    near = [
+        (0 if first <= centre <= last else min(abs(first - centre), abs(last - centre)), b)
+        for b, (mem, first, last) in lives.items()
+        if mem == memory and first <= hi and last >= lo
+    ]
+    return [b for _, b in sorted(near)[:size]]
+
+
+@dataclass(frozen=True)
+class AroundSpill:
+    """A spilled buffer and the buffers of its memory alive around its spill."""
+
+    instance: Instance
+    name: str = "around-spill"
+
+    def __call__(self, solution: Solution, size: int, rng: np.random.Generator) -> set[int]:
+        if not solution.spills:
+            return set()
+        n = self.instance.n_nodes
+        k = int(rng.integers(len(solution.spills)))
+        b = solution.spills[k].buf_id
+        position = {v: p for p, v in enumerate(solution.order)}
+        so, si = position[n + 2 * k], position[n + 2 * k + 1]
+        lives = _live_intervals(self.instance, solution)
+        chosen = _near(lives, self.instance.buffers[b].memory, so, si, size, so)
+        return {b, *chosen}
+
+
+@dataclass(frozen=True)
+class PressurePoint:
+    """The buffers alive where a memory's address-free occupancy (lifetimes, no spills) is
+    highest: the places capacity forces spills."""
+
+    instance: Instance
+    hardware: Hardware
+    name: str = "pressure-point"
+
+    def __call__(self, solution: Solution, size: int, rng: np.random.Generator) -> set[int]:
+        lives = _live_intervals(self.instance, solution)
+        over: list[tuple[str, int]] = []
+        for memory in {mem for mem, _, _ in lives.values()}:
+            delta = np.zeros(len(solution.order) + 1, dtype=np.int64)
+            for b, (mem, first, last) in lives.items():
+                if mem == memory:
+                    delta[first] += self.instance.buffers[b].size_units
+                    delta[last + 1] -= self.instance.buffers[b].size_units
+            load = np.cumsum(delta[:-1])
+            points = np.flatnonzero(load > self.hardware.capacity(memory))
+            over += [(memory, int(p)) for p in points]
+        if not over:
+            return set()
+        memory, at = over[int(rng.integers(len(over)))]
+        return set(_near(lives, memory, at, at, size, at))
+
+
+def placement_neighbourhoods(
+    instance: Instance, hardware: Hardware
+) -> list[AroundSpill | PressurePoint]:
+    """The Problem 2 (re-placement) neighbourhoods."""
+    return [AroundSpill(instance), PressurePoint(instance, hardware)]

@@ -240,22 +240,23 @@ def _fixed_segments(
     free: set[int],
     x: _Vars,
 ) -> None:
-    """The incumbent's segments of buffers outside the window, as constant rectangles (only
-    those that meet the span of the window's buffers)."""
+    """The incumbent's segments of buffers outside the window, as constant rectangles: only
+    those that meet the span of the window's buffers of the same memory."""
     if len(free) == len(instance.buffers):
         return
-    spans = [(t[0], t[-1]) for t in x.touches.values()]
-    if spans:
-        lo = 3 * min(s for s, _ in spans)
-        hi = 3 * max(e for _, e in spans) + 1
-    else:  # nothing free: the model checks the incumbent's whole placement
-        lo, hi = 0, 3 * len(inc.original)
+    spans: dict[str, tuple[int, int]] = {}  # memory -> x range of its free buffers
+    for b, touches in x.touches.items():
+        memory = instance.buffers[b].memory
+        lo, hi = spans.get(memory, (3 * touches[0], 3 * touches[-1] + 1))
+        spans[memory] = (min(lo, 3 * touches[0]), max(hi, 3 * touches[-1] + 1))
+    everything = (0, 3 * len(inc.original))  # nothing free: check the whole incumbent
     n_total = len(incumbent.order)
     pos = np.empty(n_total, dtype=np.int64)
     pos[np.asarray(incumbent.order, dtype=np.int64)] = np.arange(n_total)
     for seg in residency_segments(instance, incumbent, pos):
-        if seg.buf_id in free:
+        if seg.buf_id in free or (free and seg.memory not in spans):
             continue
+        lo, hi = spans.get(seg.memory, everything)
         x0, x1 = inc.coord[seg.start], inc.coord[seg.end] + 1
         if x1 <= lo or x0 >= hi:
             continue

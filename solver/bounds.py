@@ -7,6 +7,9 @@ Problem 1 (``max V_stay``):
   is live whenever v runs, whatever the order; the largest total over v is a bound. It dominates
   the op-local bound (an op's own buffers are among its forced-live ones).
 
+Problem 2 (extra traffic): where the buffers forced live at an op exceed a memory, the excess
+must be spilled around it (:func:`traffic_bound`).
+
 Problem 3 (makespan): the busiest pipe's load and the critical path (node weights = cycles), both
 including the spill nodes and spill edges of a given solution when one is passed.
 """
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver.evaluate import extended_graph
-from solver.hardware import COUNTED_MEMORIES
+from solver.hardware import COUNTED_MEMORIES, Hardware
 from solver.instance import SPILL_IN_PIPE, SPILL_OUT_PIPE, Instance, propagate_bits
 from solver.solution import Solution
 
@@ -68,35 +71,53 @@ def forced_live_units(instance: Instance) -> np.ndarray:
     """Total L1/UB size forced live at each node (see the module docstring).
 
     A node's own ALLOC or FREE counts: just after an ALLOC, or just before a FREE, that buffer is
-    live too. Computed with bitsets over buffers, propagated along a topological order (ancestor
-    ALLOCs) and its reverse (descendant FREEs), in chunks of buffers to bound memory.
+    live too.
     """
-    counted = [b for b, buf in instance.buffers.items() if buf.memory in COUNTED_MEMORIES]
-    # Bits sorted by size so each size is one contiguous run of bits: weight = size * popcount.
-    counted.sort(key=lambda b: instance.buffers[b].size_units)
+    groups = {b: 0 for b, buf in instance.buffers.items() if buf.memory in COUNTED_MEMORIES}
+    return forced_live_by_group(instance, groups, 1)[:, 0]
+
+
+def forced_live_by_group(
+    instance: Instance,
+    group_of: Mapping[int, int],
+    n_groups: int,
+    ops_only: bool = False,
+) -> np.ndarray:
+    """Total size forced live at each node, per group of buffers: ``out[v, g]`` sums the sizes
+    of the buffers b with ``group_of[b] == g`` whose ALLOC is v or an ancestor of v and whose
+    FREE is v or a descendant of v. With ``ops_only`` the rows of buffer nodes stay 0.
+
+    Computed with bitsets over buffers, propagated along a topological order (ancestor ALLOCs)
+    and its reverse (descendant FREEs), in chunks of buffers to bound memory.
+    """
+    # Bits sorted by (group, size), so each (group, size) is one contiguous run of bits and
+    # its weight is size * popcount.
+    chosen = sorted(group_of, key=lambda b: (group_of[b], instance.buffers[b].size_units))
     topo = instance.topological_order
-    totals = np.zeros(instance.n_nodes, dtype=np.int64)
-    for lo in range(0, len(counted), _CHUNK):
-        chunk = counted[lo : lo + _CHUNK]
-        runs: list[tuple[int, int, int]] = []  # (first bit, mask, size)
+    is_op = [instance.is_op(v) for v in range(instance.n_nodes)]
+    totals = np.zeros((instance.n_nodes, n_groups), dtype=np.int64)
+    for lo in range(0, len(chosen), _CHUNK):
+        chunk = chosen[lo : lo + _CHUNK]
+        runs: list[tuple[int, int, int, int]] = []  # (first bit, mask, size, group)
         for i, b in enumerate(chunk):
-            size = instance.buffers[b].size_units
-            if runs and runs[-1][2] == size:
-                first, _, _ = runs[-1]
-                runs[-1] = (first, (1 << (i - first + 1)) - 1, size)
+            size, group = instance.buffers[b].size_units, group_of[b]
+            if runs and runs[-1][2:] == (size, group):
+                first = runs[-1][0]
+                runs[-1] = (first, (1 << (i - first + 1)) - 1, size, group)
             else:
-                runs.append((i, 1, size))
+                runs.append((i, 1, size, group))
         alloc_bit = {instance.buffers[b].alloc: i for i, b in enumerate(chunk)}
         free_bit = {instance.buffers[b].free: i for i, b in enumerate(chunk)}
         descendants = [0] * instance.n_nodes
         for v, bits in propagate_bits(topo[::-1], instance.successors, free_bit, keep=True):
             descendants[v] = bits
         for v, bits in propagate_bits(topo, instance.predecessors, alloc_bit):
+            if ops_only and not is_op[v]:
+                continue
             both = bits & descendants[v]
             if both:
-                totals[v] += sum(
-                    size * ((both >> first) & mask).bit_count() for first, mask, size in runs
-                )
+                for first, mask, size, group in runs:
+                    totals[v, group] += size * ((both >> first) & mask).bit_count()
     return totals
 
 
@@ -109,6 +130,55 @@ def order_bound(instance: Instance) -> OrderBound:
         forced_live_units=int(forced[node]) if len(forced) else 0,
         forced_live_node=node,
     )
+
+
+@dataclass(frozen=True)
+class TrafficBound:
+    """Lower bound on Problem 2's extra data movement, valid for every order and placement.
+
+    Attributes
+    ----------
+    units
+        The bound.
+    node
+        An op where it is attained (``-1`` when the bound is 0).
+    """
+
+    units: int
+    node: int
+
+
+def traffic_bound(instance: Instance, hardware: Hardware) -> TrafficBound:
+    """While op v runs, every buffer forced live at v (ALLOC an ancestor, FREE a descendant) is
+    either resident or spilled around v; v's own buffers must be resident. Where a memory's
+    forced-live total exceeds its capacity, spills around v must remove the excess, each a
+    distinct spill costing ``Size`` (COPY_IN-backed) or ``2 Size``. The cheapest way to remove
+    ``excess`` units, relaxed to fractions of buffers (so a bound), is to take COPY_IN-backed
+    units first at cost 1, then others at cost 2. The bound is the largest such sum over the
+    memories of one op. Addresses are ignored (fragmentation only adds to it).
+    """
+    memories = sorted({buf.memory for buf in instance.buffers.values()})
+    group_of = {
+        b: 2 * memories.index(buf.memory) + (b in instance.copy_in_backed)
+        for b, buf in instance.buffers.items()
+    }
+    forced = forced_live_by_group(instance, group_of, 2 * len(memories), ops_only=True)
+    ops = np.asarray(instance.op_ids, dtype=np.int64)
+    if not len(ops):
+        return TrafficBound(0, -1)
+    spillable = forced[ops].copy()
+    for row, v in enumerate(instance.op_ids):  # used by v: resident, not spillable
+        for b in instance.bufs_of(v):
+            spillable[row, group_of[b]] -= instance.buffers[b].size_units
+    cost = np.zeros(len(ops), dtype=np.int64)
+    for m, memory in enumerate(memories):
+        total = forced[ops, 2 * m] + forced[ops, 2 * m + 1]
+        excess = np.maximum(total - hardware.capacity(memory), 0)
+        cheap = np.minimum(excess, spillable[:, 2 * m + 1])
+        cost += cheap + 2 * (excess - cheap)
+    row = int(np.argmax(cost))
+    best, where = int(cost[row]), int(ops[row]) if cost[row] > 0 else -1
+    return TrafficBound(best, where)
 
 
 def pipe_loads(instance: Instance, solution: Solution | None = None) -> dict[str, int]:

@@ -194,6 +194,15 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
                 makespan_cycles=e.makespan_cycles,
                 reuse_rule=e.reuse_rule,
             )
+            if problem == 2 and result.p2_bound is not None:
+                row["bound_units"] = result.p2_bound.units
+                row["gap"] = gap(e.extra_traffic_units or 0, result.p2_bound.units)
+                if result.p2_order_bound is not None:
+                    # CP-SAT's bound for the order it was given: not a bound over all orders.
+                    row["bound_for_this_order_units"] = result.p2_order_bound
+                if result.p2_lns is not None:
+                    row["lns_steps"] = len(result.p2_lns.steps)
+                    row["lns_outcomes"] = result.p2_lns.outcomes()
             if problem == 3 and result.p3_bound is not None:
                 row["bound_cycles"] = result.p3_bound.cycles
                 row["gap"] = gap(e.makespan_cycles or 0, result.p3_bound.cycles)
@@ -208,6 +217,7 @@ def results_table(cases: list[dict[str, Any]]) -> str:
         "P1 peak",
         "P1 bound",
         "P2 traffic",
+        "P2 bound",
         "spills",
         "P2 makespan",
         "P3 makespan",
@@ -225,6 +235,7 @@ def results_table(cases: list[dict[str, Any]]) -> str:
                 _num(p1.get("max_v_stay_units")),
                 _num(p1.get("bound_units")),
                 _num(p2.get("extra_traffic_units")),
+                _num(p2.get("bound_units")),
                 _num(p2.get("spill_count")),
                 _num(p2.get("makespan_cycles")),
                 _num(p3.get("makespan_cycles")),

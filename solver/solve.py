@@ -30,7 +30,12 @@ from typing import Literal
 
 import numpy as np
 
-from heuristics.neighbourhoods import ordering_neighbourhoods, peak_key
+from heuristics.neighbourhoods import (
+    ordering_neighbourhoods,
+    peak_key,
+    placement_neighbourhoods,
+    traffic_key,
+)
 from heuristics.ordering import OrderingParams, order_heuristic
 from heuristics.pipes import compact
 from heuristics.placement import PLACEMENT_POLICIES, PlacementError, place
@@ -41,7 +46,15 @@ from heuristics.traversal import (
     search_traversal,
 )
 from models.ordering import OrderingData, solve_order
-from solver.bounds import MakespanBound, OrderBound, makespan_bound, order_bound
+from models.placement import solve_placement
+from solver.bounds import (
+    MakespanBound,
+    OrderBound,
+    TrafficBound,
+    makespan_bound,
+    order_bound,
+    traffic_bound,
+)
 from solver.evaluate import Evaluation, ReuseRule, evaluate, evaluate_order
 from solver.hardware import DEFAULT_HARDWARE, Hardware
 from solver.instance import Instance
@@ -63,6 +76,13 @@ P1_SHARE = 0.35
 P1_ALONE_SHARE = 0.95
 #: Problem 1 LNS settings (windows of 30-50 ops close in ~1 s; larger ones stop closing).
 P1_LNS = LnsParams(initial_window=30, min_window=8, max_window=50, step_time_s=1.5)
+#: Share of the time limit that ends the Problem 2 refinement (Problem 3 takes the rest).
+P2_SHARE = 0.9
+#: The full placement model runs first (on up to a third of the Problem 2 refinement's time) up
+#: to this many buffers: small instances are proven optimal for their order outright.
+FULL_PLACEMENT_BUFFERS = 300
+#: Problem 2 LNS settings: windows are buffers to re-place.
+P2_LNS = LnsParams(initial_window=12, min_window=4, max_window=80, step_time_s=2.0)
 #: Share of the time limit the Problem 2 traversal search may use (as an evaluation count).
 TRAVERSAL_SHARE = 0.2
 #: Deterministic work (CP-SAT deterministic time) budgeted per second of a stage's share: the
@@ -129,6 +149,9 @@ class CaseResult:
     p1_bound_units: int = 0
     p1_bound_source: str = "forced-live"
     p1_lns: LnsResult[tuple[int, ...]] | None = None
+    p2_bound: TrafficBound | None = None
+    p2_order_bound: int | None = None
+    p2_lns: LnsResult[Solution] | None = None
     runtime_s: float = 0.0
     stage_s: dict[str, float] = field(default_factory=dict)
 
@@ -186,6 +209,9 @@ def solve_instance(
         result.runtime_s = time.monotonic() - started
         return result
 
+    result.p2_bound = traffic_bound(instance, options.hardware)
+    report("bounds", f"P2 traffic >= {result.p2_bound.units:,}")
+
     # P2 and P3 candidates: a few distinct orders x placement policies, each compacted.
     orders: list[tuple[str, tuple[int, ...]]] = []
     if result.p1 is not None:
@@ -217,6 +243,11 @@ def solve_instance(
         result.runtime_s = time.monotonic() - started
         return result
     result.p2 = min(valid, key=lambda c: c.evaluation.objective())
+    if options.method == "full":
+        refined = _refine_placement(instance, result, options, rng, started, report)
+        if refined is not None and refined.evaluation.valid:
+            valid.append(refined)
+            result.p2 = min(valid, key=lambda c: c.evaluation.objective())
     e2 = result.p2.evaluation
     report(
         "P2",
@@ -363,6 +394,87 @@ def _keep_if_better(
     new, old = evaluation.objective(), result.p1.evaluation.objective()
     if evaluation.valid and (new < old or (ties and new == old)):
         result.p1 = Candidate(method, solution, evaluation)
+
+
+def _refine_placement(
+    instance: Instance,
+    result: CaseResult,
+    options: SolveOptions,
+    rng: np.random.Generator,
+    started: float,
+    report: Callable[[str, str], None],
+) -> Candidate | None:
+    """Problem 2 refinement of the best placement until ``P2_SHARE`` of the time limit:
+    windowed LNS over the CP-SAT placement model (the order of the original nodes kept), then
+    pipe compaction. Returns the refined candidate, or ``None`` when nothing was tried."""
+    assert result.p2 is not None
+    deadline = started + P2_SHARE * options.time_limit_s
+    seconds = deadline - time.monotonic()
+    if seconds <= 0 or not result.p2.solution.spills:
+        return None
+    hardware = options.hardware
+    seed = int(rng.integers(2**31))
+    # From the configured limit, never from the clock: the same work on every run.
+    budget = WORK_PER_SECOND * (P2_SHARE - P1_SHARE) * options.time_limit_s
+    start = result.p2.solution
+    if len(instance.buffers) <= FULL_PLACEMENT_BUFFERS:
+        full = solve_placement(
+            instance, start, hardware, time_limit_s=budget / 3, seed=seed, deterministic=True
+        )
+        budget -= float(full.info.get("deterministic_time", 0.0))
+        if full.bound is not None:
+            result.p2_order_bound = full.bound
+        if full.solution is not None and traffic_key(instance, full.solution) < traffic_key(
+            instance, start
+        ):
+            start = full.solution
+        if full.status is Status.OPTIMAL:
+            budget = 0.0  # nothing left to find for this order
+
+    def repair(
+        incumbent: Solution, window: Collection[int], time_limit_s: float, seed: int
+    ) -> Repaired[Solution]:
+        answer = solve_placement(
+            instance,
+            incumbent,
+            hardware,
+            window,
+            time_limit_s=time_limit_s,
+            seed=seed,
+            deterministic=True,
+        )
+        work = float(answer.info.get("deterministic_time", time_limit_s))
+        return Repaired(answer.solution, answer.status is Status.OPTIMAL, answer.status.value, work)
+
+    def on_step(step: Step) -> None:
+        if step.outcome == "best" and step.after is not None:
+            report("P2-lns", f"traffic {step.after[0]:,} in {step.after[1]:,} spills")
+
+    lns = run_lns(
+        start,
+        lambda s: traffic_key(instance, s),
+        placement_neighbourhoods(instance, hardware),
+        repair,
+        np.random.default_rng(seed),
+        deadline,
+        replace(P2_LNS, work_budget=max(budget, 0.0)),
+        lower_bound=(result.p2_bound.units if result.p2_bound else 0, 2**62),
+        on_step=on_step,
+    )
+    result.p2_lns = lns
+    if lns.best_key >= traffic_key(instance, result.p2.solution):
+        return None
+    compacted = compact(instance, lns.best)
+    candidates = [lns.best, compacted]
+    judged = [evaluate(instance, s, 2, hardware, options.reuse_rule) for s in candidates]
+    best = min(
+        (i for i in range(2) if judged[i].valid), key=lambda i: judged[i].objective(), default=None
+    )
+    if best is None:  # the model's answers are valid by construction; never trust it blindly
+        log.warning("placement LNS produced no valid solution: %s", judged[0].violations[:1])
+        return None
+    method = f"{result.p2.method}+cp-sat-lns" + ("+compact" if best == 1 else "")
+    return Candidate(method, candidates[best], judged[best])
 
 
 def _search_traversal(

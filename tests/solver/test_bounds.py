@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import networkx as nx
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from instances import OFFICIAL_CASES
+from models.placement import solve_placement
 from solver.bounds import (
+    TrafficBound,
     critical_path,
     forced_live_units,
     makespan_bound,
     op_local_bound,
     order_bound,
+    traffic_bound,
 )
 from solver.evaluate import evaluate
+from solver.hardware import DEFAULT_HARDWARE, Hardware
+from solver.result import Status
 from solver.solution import Solution
 
-from helpers import official, tiny
+from helpers import official, reparse, tiny, tiny_data
 from strategies import HARDWARE, instances, placements, random_topological_order
 
 REFERENCE = {  # case: (max pipe load, busiest pipe, op-local V_stay bound)
@@ -98,3 +103,36 @@ def test_makespan_bound_holds_for_valid_solutions(case):
     result = evaluate(inst, sol, 2, HARDWARE)
     if result.valid:
         assert result.makespan_cycles >= makespan_bound(inst, sol).cycles
+
+
+def test_traffic_bound_by_hand():
+    """forced_spill with UB = 150: while VEC_B runs, b0 (100, COPY_IN-backed, still needed by
+    VEC_A) and b1 (100, VEC_B's own) are both allocated: 200 units in 150, so at least 50 units
+    of b0 must be out, at cost 1 per unit (COPY_IN-backed): bound 50 at node 3. The contest
+    capacity (1,024) holds both: bound 0. (The true optimum is 100: the bound relaxes a
+    buffer to fractions.)"""
+    inst = tiny("forced_spill")
+    assert traffic_bound(inst, Hardware(capacity={"UB": 150})) == TrafficBound(50, 3)
+    assert traffic_bound(inst, DEFAULT_HARDWARE).units == 0
+
+
+def test_traffic_bound_counts_write_back():
+    """forced_spill with b0 written by VEC_0 instead of a COPY_IN: b0 is no longer
+    COPY_IN-backed, so each unit out costs 2 (out and back in): bound 2 x 50 = 100."""
+    data = tiny_data("forced_spill")
+    data["Nodes"][1]["Op"] = "VEC_0"
+    inst = reparse(data)
+    assert traffic_bound(inst, Hardware(capacity={"UB": 150})).units == 100
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_traffic_bound_never_exceeds_an_optimal_placement(data):
+    """The bound holds for every order: the CP-SAT placement of a random order, proven
+    optimal for that order, never spills less."""
+    inst = data.draw(instances())
+    bound = traffic_bound(inst, HARDWARE).units
+    order = tuple(random_topological_order(data.draw, inst))
+    result = solve_placement(inst, Solution(order=order), HARDWARE, time_limit_s=5)
+    if result.status is Status.OPTIMAL:
+        assert result.objective is not None and result.objective >= bound
