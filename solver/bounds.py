@@ -159,7 +159,7 @@ def traffic_bound(instance: Instance, hardware: Hardware) -> TrafficBound:
     """
     memories = sorted({buf.memory for buf in instance.buffers.values()})
     group_of = {
-        b: 2 * memories.index(buf.memory) + (b in instance.copy_in_backed)
+        b: 2 * memories.index(buf.memory) + buf.copy_in_backed
         for b, buf in instance.buffers.items()
     }
     forced = forced_live_by_group(instance, group_of, 2 * len(memories), ops_only=True)

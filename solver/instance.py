@@ -158,6 +158,7 @@ class Instance(BaseModel):
     _op_ids: tuple[int, ...] = PrivateAttr()
     _cycles: np.ndarray = PrivateAttr()
     _pipes: tuple[str, ...] = PrivateAttr()
+    _copy_in_backed: frozenset[int] = PrivateAttr()
 
     @model_validator(mode="after")
     def _validate_graph(self) -> Instance:
@@ -195,6 +196,9 @@ class Instance(BaseModel):
         cycles.setflags(write=False)
         self._cycles = cycles
         self._pipes = tuple(sorted({node.pipe for node in ops}))
+        self._copy_in_backed = frozenset(
+            b for b, buf in self._buffers.items() if buf.copy_in_backed
+        )
         return self
 
     # -- derived, read-only lookups ------------------------------------------------------------
@@ -248,7 +252,7 @@ class Instance(BaseModel):
     @property
     def copy_in_backed(self) -> frozenset[int]:
         """BufIds of the COPY_IN-backed buffers."""
-        return frozenset(b for b, buf in self._buffers.items() if buf.copy_in_backed)
+        return self._copy_in_backed
 
     def is_op(self, node_id: int) -> bool:
         """True when ``node_id`` is an op node (not ALLOC/FREE)."""
