@@ -3,14 +3,16 @@
 Problem 1: on an op order (the op nodes in schedule order), sets of op ids around the peak of
 the residency profile, where a better order has to differ, and random runs to diversify.
 Problem 2: on a placed solution, sets of buffers to re-place, around a spill or where a memory's
-address-free occupancy exceeds its capacity. Pure Python (and numpy); the LNS driver
-(``solver.lns``) draws among them.
+address-free occupancy exceeds its capacity. Problem 3: on a solution in time, runs of nodes
+(by start) around the critical chain, anywhere, or at the end. Pure Python (and numpy); the LNS
+driver (``solver.lns``) draws among them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -182,3 +184,96 @@ def placement_neighbourhoods(
 ) -> list[AroundSpill | PressurePoint]:
     """The Problem 2 (re-placement) neighbourhoods."""
     return [AroundSpill(instance), PressurePoint(instance, hardware)]
+
+
+# -- Problem 3: which nodes to re-time --------------------------------------------------------
+
+
+class Timed(Protocol):
+    """What the Problem 3 neighbourhoods read of an incumbent in time (``models.pipes``'s
+    frame has it): its schedule sorted by start, start and end cycles, precedences, pipes."""
+
+    @property
+    def solution(self) -> Solution: ...
+    @property
+    def start(self) -> np.ndarray: ...
+    @property
+    def end(self) -> np.ndarray: ...
+    @property
+    def pred(self) -> list[list[int]]: ...
+    @property
+    def pipe(self) -> list[str | None]: ...
+
+
+def _run_around(order: Sequence[int], at: int, size: int, rng: np.random.Generator) -> set[int]:
+    """``size`` consecutive nodes of ``order`` containing index ``at``, at a random offset."""
+    first = int(np.clip(at - rng.integers(0, max(size, 1)), 0, max(len(order) - size, 0)))
+    return set(order[first : first + size])
+
+
+def critical_chain(timed: Timed) -> list[int]:
+    """Nodes of a chain that sets the makespan, last first: from a node that ends last, back
+    through a predecessor or the previous node on its pipe that ends exactly when it starts."""
+    order = timed.solution.order
+    if not order:
+        return []
+    previous_on_pipe: dict[int, int] = {}
+    last_on: dict[str, int] = {}
+    for v in order:
+        pipe = timed.pipe[v]
+        if pipe is not None:
+            if pipe in last_on:
+                previous_on_pipe[v] = last_on[pipe]
+            last_on[pipe] = v
+    v = max(order, key=lambda u: int(timed.end[u]))
+    chain = [v]
+    while timed.start[v] > 0:
+        options = [*timed.pred[v], *([previous_on_pipe[v]] if v in previous_on_pipe else [])]
+        tight = [u for u in options if timed.end[u] == timed.start[v]]
+        if not tight:
+            break
+        v = max(tight, key=lambda u: int(timed.start[u]))
+        chain.append(v)
+    return chain
+
+
+@dataclass(frozen=True)
+class CriticalRun:
+    """A run of the schedule (by start time) around a node of the critical chain: the makespan
+    only drops where the chain does."""
+
+    name: str = "critical-run"
+
+    def __call__(self, timed: Timed, size: int, rng: np.random.Generator) -> set[int]:
+        chain = critical_chain(timed)
+        order = timed.solution.order
+        if not chain:
+            return set()
+        at = order.index(chain[int(rng.integers(len(chain)))])
+        return _run_around(order, at, size, rng)
+
+
+@dataclass(frozen=True)
+class TimeRun:
+    """A run of the schedule anywhere (diversification)."""
+
+    name: str = "time-run"
+
+    def __call__(self, timed: Timed, size: int, rng: np.random.Generator) -> set[int]:
+        order = timed.solution.order
+        return _run_around(order, int(rng.integers(max(len(order), 1))), size, rng)
+
+
+@dataclass(frozen=True)
+class TailRun:
+    """The last nodes to start: the end of the schedule decides the makespan."""
+
+    name: str = "tail-run"
+
+    def __call__(self, timed: Timed, size: int, rng: np.random.Generator) -> set[int]:
+        return set(timed.solution.order[-size:])
+
+
+def pipe_neighbourhoods() -> list[CriticalRun | TimeRun | TailRun]:
+    """The Problem 3 (re-timing) neighbourhoods."""
+    return [CriticalRun(), TimeRun(), TailRun()]

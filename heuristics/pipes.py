@@ -20,50 +20,14 @@ from __future__ import annotations
 
 import heapq
 
-import numpy as np
-
-from solver.evaluate import extended_graph, residency_segments
+from solver.evaluate import precedence_graph
 from solver.instance import Instance
 from solver.solution import Solution
 
 
-def constraint_graph(
-    instance: Instance, solution: Solution
-) -> tuple[list[list[int]], list[int], list[str | None]]:
-    """Predecessors, cycles and pipe of every node under ``solution``'s placement.
-
-    The solution must be valid: its schedule is taken as the witness that the constraints are
-    acyclic.
-    """
-    n_total = instance.n_nodes + 2 * len(solution.spills)
-    pos = np.empty(n_total, dtype=np.int64)
-    pos[np.asarray(solution.order, dtype=np.int64)] = np.arange(n_total)
-    graph = extended_graph(instance, solution, pos)
-    pred = [list(p) for p in graph.pred]
-    segments = residency_segments(instance, solution, pos)
-    segments.sort(key=lambda s: pos[s.start])
-    by_memory: dict[str, np.ndarray] = {}
-    ends: list[int] = []
-    for index, seg in enumerate(segments):
-        pred[seg.end].append(seg.start)
-        last = by_memory.get(seg.memory)
-        top = seg.offset_units + seg.size_units
-        if last is None or len(last) < top:
-            grown = np.full(max(top, 1), -1, dtype=np.int64)
-            if last is not None:
-                grown[: len(last)] = last
-            by_memory[seg.memory] = last = grown
-        units = last[seg.offset_units : top]
-        for previous in np.unique(units[units >= 0]):
-            pred[seg.start].append(ends[previous])
-        units[:] = index
-        ends.append(seg.end)
-    return pred, graph.cycles, graph.pipe
-
-
 def compact(instance: Instance, solution: Solution) -> Solution:
     """The same placement and spills in a pipe-friendly order (see the module docstring)."""
-    pred, cycles, pipe = constraint_graph(instance, solution)
+    pred, cycles, pipe = precedence_graph(instance, solution)
     n_total = len(pred)
     succ: list[list[int]] = [[] for _ in range(n_total)]
     for v, ps in enumerate(pred):

@@ -653,3 +653,39 @@ def _bank_conflicts(
                             f"same {mem} bank {bank_a}",
                         )
     return conflicts
+
+
+def precedence_graph(
+    instance: Instance, solution: Solution
+) -> tuple[list[list[int]], list[int], list[str | None]]:
+    """Predecessors, cycles and pipe of every node under ``solution``'s placement and spills.
+
+    The predecessors are the graph edges, the spill edges, each segment's start before its end,
+    and the residency-aware reuse edges (SPEC section 4: per address unit, the segment that
+    held it before ends before the next one starts). Any order that respects them keeps the
+    solution valid with the same traffic; the schedule of a valid solution is one such order.
+    """
+    n_total = instance.n_nodes + 2 * len(solution.spills)
+    pos = np.empty(n_total, dtype=np.int64)
+    pos[np.asarray(solution.order, dtype=np.int64)] = np.arange(n_total)
+    graph = extended_graph(instance, solution, pos)
+    pred = [list(p) for p in graph.pred]
+    segments = residency_segments(instance, solution, pos)
+    segments.sort(key=lambda s: pos[s.start])
+    by_memory: dict[str, np.ndarray] = {}
+    ends: list[int] = []
+    for index, seg in enumerate(segments):
+        pred[seg.end].append(seg.start)
+        last = by_memory.get(seg.memory)
+        top = seg.offset_units + seg.size_units
+        if last is None or len(last) < top:
+            grown = np.full(max(top, 1), -1, dtype=np.int64)
+            if last is not None:
+                grown[: len(last)] = last
+            by_memory[seg.memory] = last = grown
+        units = last[seg.offset_units : top]
+        for previous in np.unique(units[units >= 0]):
+            pred[seg.start].append(ends[previous])
+        units[:] = index
+        ends.append(seg.end)
+    return pred, graph.cycles, graph.pipe

@@ -206,6 +206,12 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
             if problem == 3 and result.p3_bound is not None:
                 row["bound_cycles"] = result.p3_bound.cycles
                 row["gap"] = gap(e.makespan_cycles or 0, result.p3_bound.cycles)
+                row["frontier"] = [
+                    {"extra_traffic_units": t, "makespan_cycles": m} for t, m in result.frontier
+                ]
+                if result.p3_lns is not None:
+                    row["lns_steps"] = len(result.p3_lns.steps)
+                    row["lns_outcomes"] = result.p3_lns.outcomes()
         data[f"p{problem}"] = row
     return data
 

@@ -22,6 +22,7 @@ TINY = (
     "l0_pair",
     "sequential",
     "forced_spill",
+    "two_pipes",
 )
 
 

@@ -96,3 +96,18 @@ def test_full_method_proves_small_placements_optimal_for_their_order():
     traffic = result.p2.evaluation.extra_traffic_units
     assert traffic and result.p2_order_bound == traffic
     assert result.p2_bound is not None and result.p2_bound.units <= traffic
+
+
+def test_frontier_is_non_dominated():
+    """The (traffic, makespan) points summary.json reports: sorted by traffic, each strictly
+    faster than the one before (otherwise it would be dominated)."""
+    inst = tiny("forced_spill")
+    result = solve_instance(
+        inst, SolveOptions(time_limit_s=5, hardware=Hardware(capacity={"UB": 150}))
+    )
+    points = result.frontier
+    assert points and points == sorted(points)
+    assert all(a[1] > b[1] and a[0] < b[0] for a, b in zip(points, points[1:], strict=False))
+    assert result.p3 is not None
+    e3 = result.p3.evaluation
+    assert (e3.extra_traffic_units, e3.makespan_cycles) in points

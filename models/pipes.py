@@ -1,0 +1,460 @@
+"""CP-SAT pipe scheduling (Problem 3): start times for a window of a placed solution.
+
+The placement and the spill decisions of the incumbent are kept (so is the traffic); the model
+chooses *when* each node of the window runs, and the schedule written to the files is derived
+from those times. Formulation (after the disjunctive job-shop models of the CP-SAT primer and
+OR-tools' ``rcpsp_sat``):
+
+* each node v of the window has a start ``s_v`` and runs ``Cycles`` on its pipe: one
+  ``NoOverlap`` per pipe (a cumulative of capacity 1). A zero-cycle pipe node (a SPILL_OUT of a
+  COPY_IN-backed buffer) keeps its place among the nodes of its pipe: a zero-length interval
+  could otherwise sit inside another one, which the in-order simulation does not allow;
+* graph edges and spill edges are precedences ``s_v >= s_u + Cycles_u``;
+* every residency segment that starts or ends in the window is a rectangle in (time x address)
+  per memory, from its start node's start to its end node's end, in a ``NoOverlap2D``: address
+  reuse is a timing constraint, in the order the model picks, not the incumbent's fixed edge.
+  Offsets are the incumbent's.
+
+**Windows.** The window is closed under time: given some nodes, it holds every node whose
+incumbent start lies between their earliest and latest start. Nodes that start earlier are
+fixed (their end times are constants: pipe availability, lower bounds of their successors,
+release times of the addresses they held); nodes that start later are not in the model, and the
+evaluator's simulation places them after the window, in the incumbent's order. The objective is
+the largest ``end_v + tail_v`` over the window, ``tail_v`` being the longest path after v in
+the incumbent's precedence graph (the window's share of the makespan), then the sum of end times.
+With the window = everything, ``tail = 0`` and the objective is the makespan itself.
+
+The schedule is the fixed prefix, then the window's nodes in a topological order of their
+precedences, pipe sequences and address-reuse order by model start time, then the rest. Every
+answer is re-judged by the evaluator; the model never claims a makespan it did not simulate.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from models.common import STATUS, make_solver
+from solver.evaluate import (
+    ReuseRule,
+    Segment,
+    evaluate,
+    precedence_graph,
+    residency_segments,
+)
+from solver.hardware import MEMORIES, Hardware
+from solver.instance import Instance
+from solver.result import Result, Status
+from solver.solution import Solution
+
+#: Kind order among nodes starting at the same cycle: segment ends (FREE, SPILL_OUT) release
+#: addresses before segment starts (ALLOC, SPILL_IN) take them.
+_ENDS_FIRST = {"end": 0, "op": 1, "start": 2}
+#: CP-SAT settings of this model (overridable through ``params``).
+_PARAMS = {"linearization_level": "0", "cp_model_presolve": "false"}
+
+
+@dataclass(frozen=True)
+class PipeFrame:
+    """The incumbent in time: what every window solve reads, built once per incumbent.
+
+    Attributes
+    ----------
+    solution
+        The incumbent, its order normalised by start time (same simulation, same files
+        otherwise).
+    start, end
+        Simulated start and end cycle of every node.
+    pred
+        Precedence graph (graph, spill, segment and reuse edges) of the incumbent.
+    cycles, pipe
+        Cycles and pipe of every node (spill nodes included).
+    tail
+        Longest path after each node along ``pred`` (its own cycles excluded).
+    makespan
+        The incumbent's makespan.
+    """
+
+    solution: Solution
+    start: np.ndarray
+    end: np.ndarray
+    pred: list[list[int]]
+    cycles: list[int]
+    pipe: list[str | None]
+    tail: np.ndarray
+    makespan: int
+
+
+def frame(
+    instance: Instance, solution: Solution, hardware: Hardware, reuse_rule: ReuseRule = "residency"
+) -> PipeFrame | None:
+    """The time frame of a valid solution (``None`` when the evaluator rejects it)."""
+    judged = evaluate(instance, solution, 3, hardware, reuse_rule)
+    if not judged.valid or judged.start_cycles is None or judged.end_cycles is None:
+        return None
+    pred, cycles, pipe = precedence_graph(instance, solution)
+    start, end = judged.start_cycles, judged.end_cycles
+    kind = _kinds(instance, solution)
+    position = {v: p for p, v in enumerate(solution.order)}
+    # Each pipe's sequence must survive the sort (a zero-cycle node may share its start with
+    # the next node on its pipe): chain it into the precedences the sort obeys.
+    chained = [list(ps) for ps in pred]
+    last_on: dict[str, int] = {}
+    for v in solution.order:
+        unit = pipe[v]
+        if unit is not None:
+            if unit in last_on:
+                chained[v].append(last_on[unit])
+            last_on[unit] = v
+    order = _topological(
+        list(solution.order), chained, lambda v: (int(start[v]), kind[v], position[v])
+    )
+    succ: list[list[int]] = [[] for _ in pred]
+    for v, ps in enumerate(pred):
+        for u in set(ps):
+            succ[u].append(v)
+    tail = np.zeros(len(pred), dtype=np.int64)
+    for v in reversed(order):
+        tail[v] = max((tail[w] + cycles[w] for w in succ[v]), default=0)
+    normalised = Solution(order=tuple(order), offsets=solution.offsets, spills=solution.spills)
+    return PipeFrame(
+        normalised, start, end, pred, cycles, pipe, tail, int(judged.makespan_cycles or 0)
+    )
+
+
+def solve_pipes(
+    instance: Instance,
+    frame: PipeFrame,
+    window: Collection[int] | None = None,
+    *,
+    time_limit_s: float = 10.0,
+    seed: int = 0,
+    workers: int = 1,
+    deterministic: bool = False,
+    log: bool = False,
+    params: Mapping[str, str] | None = None,
+) -> Result:
+    """Re-time the nodes of ``window`` (closed under time, see the module docstring).
+
+    Parameters
+    ----------
+    instance
+        The instance.
+    frame
+        :func:`frame` of the incumbent.
+    window
+        Nodes (original or spill ids) to free; every node whose incumbent start lies between
+        their earliest and latest start joins them. ``None``: every node.
+    time_limit_s, seed, workers, deterministic, log, params
+        As for :func:`models.ordering.solve_order`.
+
+    Returns
+    -------
+    Result
+        ``solution`` is the re-timed schedule (same offsets and spills); ``objective`` the
+        model's value of its objective (for the full window: the makespan, which the
+        evaluator's simulation of ``solution`` never exceeds); ``bound`` CP-SAT's bound on it,
+        a bound on the makespan only for the full window and only for this placement.
+    """
+    started = time.monotonic()
+    order = list(frame.solution.order)
+    if window is None:
+        lo, hi = 0, len(order) - 1
+    else:
+        chosen = [v for v in window if 0 <= v < len(order)]
+        if not chosen:
+            return Result(Status.UNKNOWN, runtime_s=0.0, info={"window": 0})
+        t0 = min(int(frame.start[v]) for v in chosen)
+        t1 = max(int(frame.start[v]) for v in chosen)
+        starts = frame.start[np.asarray(order, dtype=np.int64)]
+        # The normalised order is sorted by start: the window is one run of it.
+        lo = int(np.searchsorted(starts, t0, side="left"))
+        hi = int(np.searchsorted(starts, t1, side="right")) - 1
+    free = order[lo : hi + 1]
+    fixed = set(order[:lo])
+    whole = lo == 0 and hi == len(order) - 1
+    model = cp_model.CpModel()
+    x = _variables(model, frame, free, fixed, whole)
+    _precedences(model, frame, free, fixed, x)
+    _pipes(model, frame, order, lo, hi, x)
+    _memory(model, instance, frame, free, fixed, x)
+    makespan, weight = _objective(model, frame, free, x, whole)
+    model.clear_hints()
+    for v in free:
+        model.add_hint(x[v], int(frame.start[v]))
+
+    solver = make_solver(
+        time_limit_s=time_limit_s,
+        seed=seed,
+        workers=workers,
+        deterministic=deterministic,
+        log=log,
+        # Measured on Conv_Case0 (2,662 nodes): with the LP relaxation and presolve on, the
+        # first solution takes 60 s; without, 8 s. Precedences and no-overlaps propagate well.
+        params={**_PARAMS, **(params or {})},
+    )
+    status = STATUS[solver.solve(model)]
+    info: dict[str, int | float | str] = {
+        "window": len(free),
+        "deterministic_time": solver.deterministic_time,
+    }
+    bound = int(solver.best_objective_bound) // weight if status is not Status.UNKNOWN else None
+    if not status.has_solution:
+        return Result(status, bound=bound, runtime_s=time.monotonic() - started, info=info)
+    times = {v: solver.value(x[v]) for v in free}
+    schedule = order[:lo] + _window_order(instance, frame, free, times) + order[hi + 1 :]
+    return Result(
+        status,
+        solution=Solution(
+            order=tuple(schedule), offsets=frame.solution.offsets, spills=frame.solution.spills
+        ),
+        objective=int(solver.value(makespan)),
+        bound=bound,
+        runtime_s=time.monotonic() - started,
+        info=info,
+    )
+
+
+def _kinds(instance: Instance, solution: Solution) -> list[int]:
+    """Tie-break rank of every node: segment ends, ops, segment starts."""
+    n = instance.n_nodes
+    kind = [_ENDS_FIRST["op"]] * (n + 2 * len(solution.spills))
+    for buf in instance.buffers.values():
+        kind[buf.alloc] = _ENDS_FIRST["start"]
+        kind[buf.free] = _ENDS_FIRST["end"]
+    for k in range(len(solution.spills)):
+        kind[n + 2 * k] = _ENDS_FIRST["end"]
+        kind[n + 2 * k + 1] = _ENDS_FIRST["start"]
+    return kind
+
+
+def _variables(
+    model: cp_model.CpModel, frame: PipeFrame, free: Sequence[int], fixed: set[int], whole: bool
+) -> dict[int, cp_model.IntVar]:
+    """Start of each free node: from its fixed predecessors' ends to the latest start that
+    keeps ``end + tail`` within the incumbent's own value (an answer no worse than the
+    incumbent, which the hint gives, always exists; tight domains keep presolve short)."""
+    limit = _incumbent_reach(frame, free, whole)
+    x = {}
+    for v in free:
+        earliest = max((int(frame.end[u]) for u in frame.pred[v] if u in fixed), default=0)
+        tail = 0 if whole else int(frame.tail[v])
+        latest = max(earliest, limit - frame.cycles[v] - tail)
+        x[v] = model.new_int_var(earliest, latest, f"s{v}")
+    return x
+
+
+def _incumbent_reach(frame: PipeFrame, free: Sequence[int], whole: bool) -> int:
+    """The objective's first term at the incumbent: ``max(end + tail)`` over the window."""
+    if whole:
+        return frame.makespan
+    return max(int(frame.end[v]) + int(frame.tail[v]) for v in free)
+
+
+def _precedences(
+    model: cp_model.CpModel,
+    frame: PipeFrame,
+    free: Sequence[int],
+    fixed: set[int],
+    x: Mapping[int, cp_model.IntVar],
+) -> None:
+    """Graph and spill edges inside the window (reuse edges are left to the rectangles; the
+    segment start-before-end edges are kept)."""
+    for v in free:
+        for u in set(frame.pred[v]):
+            if u in x:
+                model.add(x[v] >= x[u] + frame.cycles[u])
+
+
+def _pipes(
+    model: cp_model.CpModel,
+    frame: PipeFrame,
+    order: Sequence[int],
+    lo: int,
+    hi: int,
+    x: Mapping[int, cp_model.IntVar],
+) -> None:
+    """One NoOverlap per pipe over the window; fixed nodes make the pipe busy until their end;
+    zero-cycle nodes stay between their incumbent neighbours on the pipe."""
+    busy: dict[str, int] = {}
+    for v in order[:lo]:
+        pipe = frame.pipe[v]
+        if pipe is not None:
+            busy[pipe] = max(busy.get(pipe, 0), int(frame.end[v]))
+    on_pipe: dict[str, list[int]] = {}
+    for v in order[lo : hi + 1]:
+        pipe = frame.pipe[v]
+        if pipe is not None:
+            on_pipe.setdefault(pipe, []).append(v)
+    for pipe, nodes in on_pipe.items():
+        intervals = []
+        for v in nodes:
+            model.add(x[v] >= busy.get(pipe, 0))
+            if frame.cycles[v] > 0:
+                intervals.append(
+                    model.new_fixed_size_interval_var(x[v], frame.cycles[v], f"run{v}")
+                )
+        if len(intervals) > 1:
+            model.add_no_overlap(intervals)
+        for i, v in enumerate(nodes):
+            if frame.cycles[v] == 0:  # pinned between its neighbours on the pipe
+                if i > 0:
+                    model.add(x[v] >= x[nodes[i - 1]] + frame.cycles[nodes[i - 1]])
+                if i + 1 < len(nodes):
+                    model.add(x[nodes[i + 1]] >= x[v])
+
+
+def _memory(
+    model: cp_model.CpModel,
+    instance: Instance,
+    frame: PipeFrame,
+    free: Sequence[int],
+    fixed: set[int],
+    x: Mapping[int, cp_model.IntVar],
+) -> None:
+    """Segments touching the window as (time x address) rectangles; addresses released by
+    fixed segments bound the start of the window segments that reuse them."""
+    solution = frame.solution
+    n_total = len(solution.order)
+    pos = np.empty(n_total, dtype=np.int64)
+    pos[np.asarray(solution.order, dtype=np.int64)] = np.arange(n_total)
+    segments = residency_segments(instance, solution, pos)
+    horizon = _incumbent_reach(frame, free, whole=False) + 1
+    tops = _tops(segments)
+    released: dict[str, np.ndarray] = {}
+    boxes: dict[str, tuple[list[cp_model.IntervalVar], list[cp_model.IntervalVar]]] = {
+        m: ([], []) for m in MEMORIES
+    }
+    for seg in segments:
+        if seg.start in fixed and seg.end in fixed:
+            units = released.setdefault(seg.memory, np.zeros(tops[seg.memory], np.int64))
+            span = units[seg.offset_units : seg.offset_units + seg.size_units]
+            np.maximum(span, int(frame.end[seg.end]), out=span)
+    for seg in segments:
+        if seg.start not in x and seg.end not in x:
+            continue
+        begin: cp_model.LinearExprT = (
+            x[seg.start] if seg.start in x else int(frame.start[seg.start])
+        )
+        finish: cp_model.LinearExprT = (
+            x[seg.end] + frame.cycles[seg.end] if seg.end in x else horizon
+        )
+        if seg.start in x and seg.memory in released:
+            units = released[seg.memory][seg.offset_units : seg.offset_units + seg.size_units]
+            if len(units) and int(units.max()) > 0:
+                model.add(x[seg.start] >= int(units.max()))
+        length = model.new_int_var(0, horizon, f"len{seg.buf_id}_{seg.start}")
+        xs, ys = boxes[seg.memory]
+        xs.append(model.new_interval_var(begin, length, finish, f"t{seg.buf_id}_{seg.start}"))
+        ys.append(
+            model.new_fixed_size_interval_var(seg.offset_units, seg.size_units, f"a{seg.buf_id}")
+        )
+    for xs, ys in boxes.values():
+        if len(xs) > 1:
+            model.add_no_overlap_2d(xs, ys)
+
+
+def _tops(segments: Sequence[Segment]) -> dict[str, int]:
+    """One past the highest unit any segment of each memory holds."""
+    tops: dict[str, int] = {}
+    for s in segments:
+        tops[s.memory] = max(tops.get(s.memory, 1), s.offset_units + s.size_units)
+    return tops
+
+
+def _objective(
+    model: cp_model.CpModel,
+    frame: PipeFrame,
+    free: Sequence[int],
+    x: Mapping[int, cp_model.IntVar],
+    whole: bool,
+) -> tuple[cp_model.IntVar, int]:
+    """Minimise ``max(end + tail)`` over the window, then the sum of end times; return the
+    first objective and its weight."""
+    limit = _incumbent_reach(frame, free, whole)
+    reach = model.new_int_var(0, limit, "makespan")
+    ends = []
+    for v in free:
+        tail = 0 if whole else int(frame.tail[v])
+        model.add(reach >= x[v] + frame.cycles[v] + tail)
+        ends.append(x[v] + frame.cycles[v])
+    weight = len(free) * (limit + 1) + 1  # above any sum of end times
+    model.minimize(weight * reach + sum(ends))
+    return reach, weight
+
+
+def _window_order(
+    instance: Instance, frame: PipeFrame, free: Sequence[int], times: Mapping[int, int]
+) -> list[int]:
+    """The window's nodes in an order the model's times justify: a topological order of the
+    precedences inside the window, each pipe's sequence by start time and, per address unit,
+    the segments by start time; ties go to segment ends, then ops, then segment starts."""
+    inside = set(free)
+    pred: dict[int, set[int]] = {v: {u for u in frame.pred[v] if u in inside} for v in free}
+    by_pipe: dict[str, list[int]] = {}
+    for v in free:
+        pipe = frame.pipe[v]
+        if pipe is not None:
+            by_pipe.setdefault(pipe, []).append(v)
+    kind = _kinds(instance, frame.solution)
+    rank = {v: (times[v], kind[v], i) for i, v in enumerate(free)}
+    for nodes in by_pipe.values():
+        nodes.sort(key=rank.__getitem__)
+        for a, b in zip(nodes, nodes[1:], strict=False):
+            pred[b].add(a)
+    # Reuse order inside the window, from the model's times: sweep segments by start.
+    solution = frame.solution
+    n_total = len(solution.order)
+    pos = np.empty(n_total, dtype=np.int64)
+    pos[np.asarray(solution.order, dtype=np.int64)] = np.arange(n_total)
+    segments = [
+        s
+        for s in residency_segments(instance, solution, pos)
+        if s.start in inside or s.end in inside
+    ]
+
+    def seg_rank(seg: Segment) -> tuple[int, int, int]:
+        # Segments opened before the window come first, at their fixed start.
+        return rank[seg.start] if seg.start in inside else (int(frame.start[seg.start]), -1, -1)
+
+    segments.sort(key=seg_rank)
+    tops = _tops(segments)
+    holder: dict[str, np.ndarray] = {}
+    for seg in segments:
+        units = holder.setdefault(seg.memory, np.full(tops[seg.memory], -1, np.int64))
+        span = units[seg.offset_units : seg.offset_units + seg.size_units]
+        if seg.start in inside:
+            for previous in np.unique(span[span >= 0]):
+                if int(previous) in inside:
+                    pred[seg.start].add(int(previous))
+        span[:] = seg.end
+    return _topological(list(free), {v: list(p) for v, p in pred.items()}, rank.__getitem__)
+
+
+def _topological(nodes: list[int], pred, key) -> list[int]:  # type: ignore[no-untyped-def]
+    """Kahn's algorithm over ``nodes`` (predecessors outside them ignored), smallest ``key``
+    first among the ready ones."""
+    inside = set(nodes)
+    missing = {v: len({u for u in pred[v] if u in inside}) for v in nodes}
+    succ: dict[int, list[int]] = {v: [] for v in nodes}
+    for v in nodes:
+        for u in {u for u in pred[v] if u in inside}:
+            succ[u].append(v)
+    ready = [(key(v), v) for v in nodes if missing[v] == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        _, v = heapq.heappop(ready)
+        out.append(v)
+        for w in succ[v]:
+            missing[w] -= 1
+            if missing[w] == 0:
+                heapq.heappush(ready, (key(w), w))
+    if len(out) != len(nodes):
+        raise AssertionError("window precedences must be acyclic")
+    return out
