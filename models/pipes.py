@@ -13,7 +13,8 @@ OR-tools' ``rcpsp_sat``):
 * every residency segment that starts or ends in the window is a rectangle in (time x address)
   per memory, from its start node's start to its end node's end, in a ``NoOverlap2D``: address
   reuse is a timing constraint, in the order the model picks, not the incumbent's fixed edge.
-  Offsets are the incumbent's.
+  Segments that start and end inside the window may also move to another address (same
+  traffic, same spills): false dependencies through a reused address disappear.
 
 **Windows.** The window is closed under time: given some nodes, it holds every node whose
 incumbent start lies between their earliest and latest start. Nodes that start earlier are
@@ -44,13 +45,14 @@ from solver.evaluate import (
     ReuseRule,
     Segment,
     evaluate,
+    extended_graph,
     precedence_graph,
     residency_segments,
 )
 from solver.hardware import MEMORIES, Hardware
 from solver.instance import Instance
 from solver.result import Result, Status
-from solver.solution import Solution
+from solver.solution import Solution, Spill
 
 #: Kind order among nodes starting at the same cycle: segment ends (FREE, SPILL_OUT) release
 #: addresses before segment starts (ALLOC, SPILL_IN) take them.
@@ -72,22 +74,29 @@ class PipeFrame:
         Simulated start and end cycle of every node.
     pred
         Precedence graph (graph, spill, segment and reuse edges) of the incumbent.
+    fixed_pred
+        The part of ``pred`` that holds whatever the times and addresses: graph and spill edges
+        and each segment's start before its end (reuse edges left out).
     cycles, pipe
         Cycles and pipe of every node (spill nodes included).
     tail
         Longest path after each node along ``pred`` (its own cycles excluded).
     makespan
         The incumbent's makespan.
+    hardware
+        Capacities and layout rules (for moving addresses).
     """
 
     solution: Solution
     start: np.ndarray
     end: np.ndarray
     pred: list[list[int]]
+    fixed_pred: list[list[int]]
     cycles: list[int]
     pipe: list[str | None]
     tail: np.ndarray
     makespan: int
+    hardware: Hardware
 
 
 def frame(
@@ -98,6 +107,12 @@ def frame(
     if not judged.valid or judged.start_cycles is None or judged.end_cycles is None:
         return None
     pred, cycles, pipe = precedence_graph(instance, solution)
+    n_total = len(solution.order)
+    pos = np.empty(n_total, dtype=np.int64)
+    pos[np.asarray(solution.order, dtype=np.int64)] = np.arange(n_total)
+    fixed_pred = [list(ps) for ps in extended_graph(instance, solution, pos).pred]
+    for seg in residency_segments(instance, solution, pos):
+        fixed_pred[seg.end].append(seg.start)
     start, end = judged.start_cycles, judged.end_cycles
     kind = _kinds(instance, solution)
     position = {v: p for p, v in enumerate(solution.order)}
@@ -123,7 +138,16 @@ def frame(
         tail[v] = max((tail[w] + cycles[w] for w in succ[v]), default=0)
     normalised = Solution(order=tuple(order), offsets=solution.offsets, spills=solution.spills)
     return PipeFrame(
-        normalised, start, end, pred, cycles, pipe, tail, int(judged.makespan_cycles or 0)
+        normalised,
+        start,
+        end,
+        pred,
+        fixed_pred,
+        cycles,
+        pipe,
+        tail,
+        int(judged.makespan_cycles or 0),
+        hardware,
     )
 
 
@@ -132,6 +156,7 @@ def solve_pipes(
     frame: PipeFrame,
     window: Collection[int] | None = None,
     *,
+    move_addresses: bool = True,
     time_limit_s: float = 10.0,
     seed: int = 0,
     workers: int = 1,
@@ -139,7 +164,8 @@ def solve_pipes(
     log: bool = False,
     params: Mapping[str, str] | None = None,
 ) -> Result:
-    """Re-time the nodes of ``window`` (closed under time, see the module docstring).
+    """Re-time the nodes of ``window`` (closed under time, see the module docstring), and
+    with ``move_addresses`` re-place the segments that start and end inside it.
 
     Parameters
     ----------
@@ -150,6 +176,10 @@ def solve_pipes(
     window
         Nodes (original or spill ids) to free; every node whose incumbent start lies between
         their earliest and latest start joins them. ``None``: every node.
+    move_addresses
+        Give the segments that start and end in the window an offset variable (aligned, in
+        capacity; memories with a bank model keep theirs): the traffic stays the same, the
+        spills the same, only where a segment sits changes.
     time_limit_s, seed, workers, deterministic, log, params
         As for :func:`models.ordering.solve_order`.
 
@@ -179,13 +209,13 @@ def solve_pipes(
     fixed = set(order[:lo])
     whole = lo == 0 and hi == len(order) - 1
     model = cp_model.CpModel()
+    model.clear_hints()
     x = _variables(model, frame, free, fixed, whole)
     _precedences(model, frame, free, fixed, x)
     _pipes(model, frame, order, lo, hi, x)
-    _memory(model, instance, frame, free, fixed, x)
+    offsets = _memory(model, instance, frame, free, fixed, x, move_addresses)
     makespan, weight = _objective(model, frame, free, x, whole)
-    model.clear_hints()
-    for v in free:
+    for v in free:  # the incumbent (its offsets were hinted with their variables)
         model.add_hint(x[v], int(frame.start[v]))
 
     solver = make_solver(
@@ -206,13 +236,12 @@ def solve_pipes(
     bound = int(solver.best_objective_bound) // weight if status is not Status.UNKNOWN else None
     if not status.has_solution:
         return Result(status, bound=bound, runtime_s=time.monotonic() - started, info=info)
+    moved = _moved(instance, frame.solution, {seg: solver.value(o) for seg, o in offsets.items()})
     times = {v: solver.value(x[v]) for v in free}
-    schedule = order[:lo] + _window_order(instance, frame, free, times) + order[hi + 1 :]
+    schedule = order[:lo] + _window_order(instance, frame, moved, free, times) + order[hi + 1 :]
     return Result(
         status,
-        solution=Solution(
-            order=tuple(schedule), offsets=frame.solution.offsets, spills=frame.solution.spills
-        ),
+        solution=Solution(order=tuple(schedule), offsets=moved.offsets, spills=moved.spills),
         objective=int(solver.value(makespan)),
         bound=bound,
         runtime_s=time.monotonic() - started,
@@ -242,7 +271,7 @@ def _variables(
     limit = _incumbent_reach(frame, free, whole)
     x = {}
     for v in free:
-        earliest = max((int(frame.end[u]) for u in frame.pred[v] if u in fixed), default=0)
+        earliest = max((int(frame.end[u]) for u in frame.fixed_pred[v] if u in fixed), default=0)
         tail = 0 if whole else int(frame.tail[v])
         latest = max(earliest, limit - frame.cycles[v] - tail)
         x[v] = model.new_int_var(earliest, latest, f"s{v}")
@@ -263,10 +292,10 @@ def _precedences(
     fixed: set[int],
     x: Mapping[int, cp_model.IntVar],
 ) -> None:
-    """Graph and spill edges inside the window (reuse edges are left to the rectangles; the
-    segment start-before-end edges are kept)."""
+    """Graph and spill edges inside the window, and each segment's start before its end (reuse
+    edges are left to the rectangles)."""
     for v in free:
-        for u in set(frame.pred[v]):
+        for u in set(frame.fixed_pred[v]):
             if u in x:
                 model.add(x[v] >= x[u] + frame.cycles[u])
 
@@ -316,25 +345,64 @@ def _memory(
     free: Sequence[int],
     fixed: set[int],
     x: Mapping[int, cp_model.IntVar],
-) -> None:
-    """Segments touching the window as (time x address) rectangles; addresses released by
-    fixed segments bound the start of the window segments that reuse them."""
-    solution = frame.solution
+    move_addresses: bool,
+) -> dict[Segment, cp_model.LinearExpr]:
+    """Segments touching the window as (time x address) rectangles; return the offset
+    expression of each segment that may move.
+
+    Addresses released by fixed segments bound the start of the window segments that reuse
+    them. When some segment may move, the fixed segments it could meet are rectangles too:
+    those of the prefix still held when the window may start, and those spanning the window.
+    """
+    solution, hardware = frame.solution, frame.hardware
     n_total = len(solution.order)
     pos = np.empty(n_total, dtype=np.int64)
     pos[np.asarray(solution.order, dtype=np.int64)] = np.arange(n_total)
     segments = residency_segments(instance, solution, pos)
     horizon = _incumbent_reach(frame, free, whole=False) + 1
     tops = _tops(segments)
+    earliest = min(
+        max((int(frame.end[u]) for u in frame.fixed_pred[v] if u in fixed), default=0) for v in free
+    )
+    movable = {
+        seg
+        for seg in segments
+        if move_addresses and seg.start in x and seg.end in x and hardware.bank(seg.memory) is None
+    }
+    moving_memories = {seg.memory for seg in movable}
     released: dict[str, np.ndarray] = {}
     boxes: dict[str, tuple[list[cp_model.IntervalVar], list[cp_model.IntervalVar]]] = {
         m: ([], []) for m in MEMORIES
     }
+    offsets: dict[Segment, cp_model.LinearExpr] = {}
+
+    def add_box(seg: Segment, begin: cp_model.LinearExprT, finish: cp_model.LinearExprT) -> None:
+        xs, ys = boxes[seg.memory]
+        if isinstance(begin, int) and isinstance(finish, int):
+            xs.append(model.new_fixed_size_interval_var(begin, finish - begin, "held"))
+        else:
+            length = model.new_int_var(0, horizon, f"len{seg.buf_id}_{seg.start}")
+            xs.append(model.new_interval_var(begin, length, finish, f"t{seg.buf_id}_{seg.start}"))
+        if seg in movable:
+            align = hardware.alignment(seg.memory)
+            slots = (hardware.capacity(seg.memory) - seg.size_units) // align
+            slot = model.new_int_var(0, slots, f"o{seg.buf_id}_{seg.start}")
+            offsets[seg] = slot * align
+            ys.append(model.new_fixed_size_interval_var(slot * align, seg.size_units, "at"))
+            model.add_hint(slot, seg.offset_units // align)
+        else:
+            ys.append(model.new_fixed_size_interval_var(seg.offset_units, seg.size_units, "at"))
+
     for seg in segments:
         if seg.start in fixed and seg.end in fixed:
+            held_until = int(frame.end[seg.end])
             units = released.setdefault(seg.memory, np.zeros(tops[seg.memory], np.int64))
             span = units[seg.offset_units : seg.offset_units + seg.size_units]
-            np.maximum(span, int(frame.end[seg.end]), out=span)
+            np.maximum(span, held_until, out=span)
+            if seg.memory in moving_memories and held_until > earliest:
+                add_box(seg, int(frame.start[seg.start]), held_until)
+        elif seg.start in fixed and seg.end not in x and seg.memory in moving_memories:
+            add_box(seg, int(frame.start[seg.start]), horizon)  # spans the whole window
     for seg in segments:
         if seg.start not in x and seg.end not in x:
             continue
@@ -344,19 +412,32 @@ def _memory(
         finish: cp_model.LinearExprT = (
             x[seg.end] + frame.cycles[seg.end] if seg.end in x else horizon
         )
-        if seg.start in x and seg.memory in released:
+        if seg.start in x and seg not in movable and seg.memory in released:
             units = released[seg.memory][seg.offset_units : seg.offset_units + seg.size_units]
             if len(units) and int(units.max()) > 0:
                 model.add(x[seg.start] >= int(units.max()))
-        length = model.new_int_var(0, horizon, f"len{seg.buf_id}_{seg.start}")
-        xs, ys = boxes[seg.memory]
-        xs.append(model.new_interval_var(begin, length, finish, f"t{seg.buf_id}_{seg.start}"))
-        ys.append(
-            model.new_fixed_size_interval_var(seg.offset_units, seg.size_units, f"a{seg.buf_id}")
-        )
+        add_box(seg, begin, finish)
     for xs, ys in boxes.values():
         if len(xs) > 1:
             model.add_no_overlap_2d(xs, ys)
+    return offsets
+
+
+def _moved(instance: Instance, solution: Solution, placed: Mapping[Segment, int]) -> Solution:
+    """``solution`` with the segments of ``placed`` at their new offsets: a segment opened by
+    the ALLOC sets the buffer's initial offset, one opened by a SPILL_IN its spill's."""
+    if not placed:
+        return solution
+    offsets = dict(solution.offsets)
+    spills = list(solution.spills)
+    n = instance.n_nodes
+    for seg, offset in placed.items():
+        if seg.start < n:
+            offsets[seg.buf_id] = offset
+        else:
+            k = (seg.start - n) // 2
+            spills[k] = Spill(spills[k].buf_id, offset)
+    return Solution(order=solution.order, offsets=offsets, spills=tuple(spills))
 
 
 def _tops(segments: Sequence[Segment]) -> dict[str, int]:
@@ -389,13 +470,17 @@ def _objective(
 
 
 def _window_order(
-    instance: Instance, frame: PipeFrame, free: Sequence[int], times: Mapping[int, int]
+    instance: Instance,
+    frame: PipeFrame,
+    solution: Solution,
+    free: Sequence[int],
+    times: Mapping[int, int],
 ) -> list[int]:
     """The window's nodes in an order the model's times justify: a topological order of the
     precedences inside the window, each pipe's sequence by start time and, per address unit,
     the segments by start time; ties go to segment ends, then ops, then segment starts."""
     inside = set(free)
-    pred: dict[int, set[int]] = {v: {u for u in frame.pred[v] if u in inside} for v in free}
+    pred: dict[int, set[int]] = {v: {u for u in frame.fixed_pred[v] if u in inside} for v in free}
     by_pipe: dict[str, list[int]] = {}
     for v in free:
         pipe = frame.pipe[v]
@@ -407,11 +492,11 @@ def _window_order(
         nodes.sort(key=rank.__getitem__)
         for a, b in zip(nodes, nodes[1:], strict=False):
             pred[b].add(a)
-    # Reuse order inside the window, from the model's times: sweep segments by start.
-    solution = frame.solution
+    # Reuse order inside the window, from the model's times and addresses: sweep segments by
+    # start (the schedule is the frame's: the positions only identify the segments).
     n_total = len(solution.order)
     pos = np.empty(n_total, dtype=np.int64)
-    pos[np.asarray(solution.order, dtype=np.int64)] = np.arange(n_total)
+    pos[np.asarray(frame.solution.order, dtype=np.int64)] = np.arange(n_total)
     segments = [
         s
         for s in residency_segments(instance, solution, pos)

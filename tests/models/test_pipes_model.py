@@ -16,7 +16,7 @@ from solver.instance import Instance
 from solver.result import Status
 from solver.solution import Solution
 
-from helpers import TINY, tiny
+from helpers import TINY, bank_hardware, tiny
 from strategies import HARDWARE, placements
 
 
@@ -44,17 +44,38 @@ def test_two_pipes_by_hand():
     assert judged.extra_traffic_units == 0
 
 
-def test_shared_address_serialises():
+def test_shared_address_serialises_unless_addresses_move():
     """two_pipes with both buffers at offset 0: b1's segment may only start once b0's has
     ended, so B's COPY_IN waits for VEC_A: A 0-10, VEC_A 10-30, B 30-40, VEC_B 40-60 (or the
-    mirror image). 60 is optimal for this placement; the model proves it."""
+    mirror image). With addresses kept, 60 is optimal and the model proves it. Allowed to move
+    addresses (UB holds 1,024 units), it puts the buffers apart and reaches 50, the two-pipe
+    optimum of test_two_pipes_by_hand, with no spill added."""
     inst = tiny("two_pipes")
     incumbent = two_pipes((0, 1, 2, 3, 4, 5, 6, 7), {0: 0, 1: 0})
     timed = frame(inst, incumbent, DEFAULT_HARDWARE)
     assert timed is not None and timed.makespan == 60
+    kept = solve_pipes(inst, timed, move_addresses=False, time_limit_s=5)
+    assert kept.status is Status.OPTIMAL and kept.objective == 60
+    assert kept.solution is not None and kept.solution.offsets == incumbent.offsets
+    assert evaluate(inst, kept.solution, 3).makespan_cycles == 60
+    moved = solve_pipes(inst, timed, time_limit_s=5)
+    assert moved.status is Status.OPTIMAL and moved.objective == 50
+    assert moved.solution is not None and moved.solution.offsets[0] != moved.solution.offsets[1]
+    judged = evaluate(inst, moved.solution, 3)
+    assert judged.valid and judged.makespan_cycles == 50 and judged.spill_count == 0
+
+
+def test_moved_addresses_respect_alignment_and_banks():
+    """example7 under tests/data/bank_rules.toml (UB aligned to 32, banks forbidding EXP's two
+    buffers in one bank): UB has a bank model, so its segments keep their (valid) offsets."""
+    inst = tiny("example7")
+    hardware = bank_hardware()
+    incumbent = Solution(order=tuple(range(7)), offsets={0: 0, 1: 32})
+    timed = frame(inst, incumbent, hardware)
+    assert timed is not None
     result = solve_pipes(inst, timed, time_limit_s=5)
-    assert result.status is Status.OPTIMAL and result.objective == 60
-    assert evaluate(inst, result.solution, 3).makespan_cycles == 60  # type: ignore[arg-type]
+    assert result.solution is not None and result.solution.offsets == incumbent.offsets
+    assert evaluate(inst, result.solution, 3, hardware).valid
 
 
 def heuristic_solution(inst: Instance) -> Solution:
