@@ -179,11 +179,41 @@ class PressurePoint:
         return set(_near(lives, memory, at, at, size, at))
 
 
+class Reorder(frozenset[int]):
+    """A Problem 2 window of *original nodes* to re-order, with the buffers they touch
+    re-placed in the same model (the other Problem 2 windows are sets of buffers)."""
+
+
+@dataclass(frozen=True)
+class ReorderAroundSpill:
+    """The original nodes in a run of the schedule around a random spill: re-ordered (and
+    their buffers re-placed) in one model, an order that needs no spill there can be found."""
+
+    instance: Instance
+    name: str = "reorder-around-spill"
+
+    def __call__(self, solution: Solution, size: int, rng: np.random.Generator) -> Reorder:
+        if not solution.spills:
+            return Reorder()
+        n = self.instance.n_nodes
+        k = int(rng.integers(len(solution.spills)))
+        original = [v for v in solution.order if v < n]
+        rank = {v: r for r, v in enumerate(original)}
+        at = 0  # rank of the last original node before the SPILL_OUT
+        for v in solution.order:
+            if v == n + 2 * k:
+                break
+            if v < n:
+                at = rank[v]
+        first = int(np.clip(at - rng.integers(0, max(size, 1)), 0, max(len(original) - size, 0)))
+        return Reorder(original[first : first + size])
+
+
 def placement_neighbourhoods(
     instance: Instance, hardware: Hardware
-) -> list[AroundSpill | PressurePoint]:
-    """The Problem 2 (re-placement) neighbourhoods."""
-    return [AroundSpill(instance), PressurePoint(instance, hardware)]
+) -> list[AroundSpill | PressurePoint | ReorderAroundSpill]:
+    """The Problem 2 neighbourhoods: re-placement, and re-ordering with re-placement."""
+    return [AroundSpill(instance), PressurePoint(instance, hardware), ReorderAroundSpill(instance)]
 
 
 # -- Problem 3: which nodes to re-time --------------------------------------------------------

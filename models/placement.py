@@ -1,4 +1,5 @@
-"""CP-SAT placement with optional spills (Problem 2), for a fixed order of the original nodes.
+"""CP-SAT placement with optional spills (Problem 2), for an order of the original nodes that
+is fixed or, inside a window, re-ordered in the same model.
 
 Every residency segment is a rectangle in a ``NoOverlap2D`` per memory: x is its stretch of the
 schedule, y its address range ``[offset, offset + Size)``, the memory's capacity the strip height
@@ -17,6 +18,12 @@ to the next touch) at offset ``o_g``, and, when spilled, an optional one from th
 next touch at ``o_{g+1}``; without a spill ``o_{g+1} = o_g``. No use falls inside a spill, so
 the spill edges of SPEC section 3 hold by construction. Buffers outside the window keep the
 incumbent's segments as fixed rectangles.
+
+**Re-ordering (order and placement together).** Original nodes given in ``reorder`` get a
+rank variable among the ranks they hold (``AllDifferent``, graph edges as precedences, as in
+the ordering model); a buffer's touches keep their order, so its gaps and optional spills keep
+their meaning while their ends move, and its rectangles stretch or shrink with the order. An
+order that needs fewer spills is then found in the same model, not just a better packing.
 
 **Objective.** Traffic (``Size`` per spill of a COPY_IN-backed buffer, else ``2 Size``), then
 bank conflicts (when a memory's bank policy is ``minimise``), then the number of spills (fewer
@@ -41,6 +48,9 @@ from solver.hardware import MEMORIES, Hardware
 from solver.instance import Instance
 from solver.result import Result, Status
 from solver.solution import Solution, Spill
+
+#: CP-SAT settings of re-ordering windows (overridable through ``params``).
+_REORDER_PARAMS = {"cp_model_presolve": "false", "linearization_level": "0"}
 
 
 @dataclass(frozen=True)
@@ -82,8 +92,10 @@ def _incumbent(instance: Instance, solution: Solution) -> _Incumbent:
 class _Gap:
     """The stretch of a buffer between two touches, and its optional spill."""
 
-    start: int  # rank of t_g
-    end: int  # rank of t_{g+1}
+    start: int  # incumbent rank of t_g
+    end: int  # incumbent rank of t_{g+1}
+    first: cp_model.LinearExprT  # rank of t_g in the model (a variable when t_g moves)
+    last: cp_model.LinearExprT  # rank of t_{g+1} in the model
     spill: cp_model.IntVar
     so: cp_model.IntVar
     si: cp_model.IntVar
@@ -91,7 +103,8 @@ class _Gap:
 
 @dataclass
 class _Vars:
-    touches: dict[int, list[int]] = field(default_factory=dict)  # buffer -> touch ranks
+    rank: dict[int, cp_model.IntVar] = field(default_factory=dict)  # node -> rank, moving nodes
+    touches: dict[int, list[int]] = field(default_factory=dict)  # buffer -> touching nodes
     offsets: dict[int, list[cp_model.IntVar]] = field(default_factory=dict)  # slot per touch
     gaps: dict[int, list[_Gap]] = field(default_factory=dict)
     x_boxes: dict[str, list[cp_model.IntervalVar]] = field(default_factory=dict)
@@ -105,6 +118,7 @@ def solve_placement(
     hardware: Hardware,
     window: Collection[int] | None = None,
     *,
+    reorder: Collection[int] = (),
     time_limit_s: float = 10.0,
     seed: int = 0,
     workers: int = 1,
@@ -112,7 +126,8 @@ def solve_placement(
     log: bool = False,
     params: Mapping[str, str] | None = None,
 ) -> Result:
-    """Re-place the buffers of ``window`` (every buffer when ``None``), spills included.
+    """Re-place the buffers of ``window`` (every buffer when ``None``), spills included, and
+    re-order the original nodes of ``reorder`` among the ranks they hold.
 
     Parameters
     ----------
@@ -124,6 +139,10 @@ def solve_placement(
         placement, if it has one, as a hint: a Problem 1 solution will do).
     window
         BufIds free to get new offsets and new spill decisions.
+    reorder
+        Original node ids free to move (order and placement in one model). They take each
+        other's ranks, in any order the graph edges allow that keeps, for every buffer, the
+        order of its touches (ALLOC, users, FREE); the buffers they touch join ``window``.
     time_limit_s, seed, workers, deterministic, log, params
         As for :func:`models.ordering.solve_order`.
 
@@ -138,8 +157,16 @@ def solve_placement(
     started = time.monotonic()
     inc = _incumbent(instance, incumbent)
     free = set(instance.buffers) if window is None else set(window) & set(instance.buffers)
+    moving = sorted({v for v in reorder if 0 <= v < instance.n_nodes}, key=inc.rank.__getitem__)
+    for v in moving:
+        if instance.is_op(v):
+            free.update(instance.bufs_of(v))
+        else:
+            free.add(instance.buffer_of_node[v])  # type: ignore[arg-type]
     model = cp_model.CpModel()
-    x = _variables(model, instance, hardware, inc, free)
+    x = _Vars(x_boxes={m: [] for m in MEMORIES}, y_boxes={m: [] for m in MEMORIES})
+    _order_variables(model, instance, inc, moving, x)
+    _variables(model, instance, hardware, inc, free, x)
     _fixed_segments(model, instance, incumbent, inc, free, x)
     _constraints(model, instance, hardware, incumbent, inc, free, x)
     traffic, spills, weight = _objective(model, instance, x)
@@ -151,7 +178,9 @@ def solve_placement(
         workers=workers,
         deterministic=deterministic,
         log=log,
-        params=params,
+        # Re-ordering windows spend most of their time in presolve (FlashAttention_Case0, 35
+        # nodes: 3 of 3.1 deterministic seconds); without it and the LP they close in ~1.
+        params={**(_REORDER_PARAMS if moving else {}), **(params or {})},
     )
     status = STATUS[solver.solve(model)]
     fixed_traffic = sum(
@@ -161,6 +190,7 @@ def solve_placement(
     )
     info: dict[str, int | float | str] = {
         "window": len(free),
+        "reordered": len(moving),
         "deterministic_time": solver.deterministic_time,
     }
     bound = None
@@ -181,47 +211,87 @@ def solve_placement(
     )
 
 
+def _order_variables(
+    model: cp_model.CpModel, instance: Instance, inc: _Incumbent, moving: list[int], x: _Vars
+) -> None:
+    """A rank per moving node, among the ranks the moving nodes hold; graph edges between
+    moving nodes are precedences, edges to fixed nodes bound the domains."""
+    if not moving:
+        return
+    slots = [inc.rank[v] for v in moving]
+    inside = set(moving)
+    for v in moving:
+        after = max((inc.rank[u] for u in instance.predecessors[v] if u not in inside), default=-1)
+        before = min(
+            (inc.rank[w] for w in instance.successors[v] if w not in inside),
+            default=len(inc.original),
+        )
+        domain = [r for r in slots if after < r < before]
+        x.rank[v] = model.new_int_var_from_domain(cp_model.Domain.from_values(domain), f"r{v}")
+    if len(moving) > 1:
+        model.add_all_different(list(x.rank.values()))
+    for v in moving:
+        for u in instance.predecessors[v]:
+            if u in inside:
+                model.add(x.rank[u] < x.rank[v])
+
+
 def _variables(
     model: cp_model.CpModel,
     instance: Instance,
     hardware: Hardware,
     inc: _Incumbent,
     free: set[int],
-) -> _Vars:
+    x: _Vars,
+) -> None:
     """Offsets per touch, spill decisions per gap, and the rectangles of the free buffers."""
-    x = _Vars(x_boxes={m: [] for m in MEMORIES}, y_boxes={m: [] for m in MEMORIES})
+
+    def rank(v: int) -> cp_model.LinearExprT:
+        return x.rank[v] if v in x.rank else inc.rank[v]
+
+    def lowest(v: int) -> int:
+        return inc.rank[v] if v not in x.rank else min(inc.rank[u] for u in x.rank)
+
+    def highest(v: int) -> int:
+        return inc.rank[v] if v not in x.rank else max(inc.rank[u] for u in x.rank)
+
     for b in sorted(free):
         buf = instance.buffers[b]
-        touches = sorted(
-            {inc.rank[buf.alloc], inc.rank[buf.free]} | {inc.rank[u] for u in buf.users}
-        )
+        touches = sorted({buf.alloc, buf.free, *buf.users}, key=inc.rank.__getitem__)
         align, size = hardware.alignment(buf.memory), buf.size_units
         slots = (hardware.capacity(buf.memory) - size) // align
         offsets = [model.new_int_var(0, slots, f"o{b}_{g}") for g in range(len(touches))]
         gaps = []
         for g in range(len(touches) - 1):
-            lo, hi = touches[g], touches[g + 1]
+            a, z = touches[g], touches[g + 1]
+            first, last_rank = rank(a), rank(z)
+            if a in x.rank or z in x.rank:  # a buffer's touches keep their order
+                model.add(first < last_rank)
             last = g == len(touches) - 2  # the FREE's own position belongs to the segment
             spill = model.new_bool_var(f"s{b}_{g}")
-            so = model.new_int_var(lo, hi - 1, f"so{b}_{g}")
-            si = model.new_int_var(lo + 1, hi, f"si{b}_{g}")
-            gaps.append(_Gap(lo, hi, spill, so, si))
+            so = model.new_int_var(lowest(a), highest(z) - 1, f"so{b}_{g}")
+            si = model.new_int_var(lowest(a) + 1, highest(z), f"si{b}_{g}")
+            model.add(so >= first)
+            model.add(so <= last_rank - 1)
+            model.add(si <= last_rank)
+            gaps.append(_Gap(inc.rank[a], inc.rank[z], first, last_rank, spill, so, si))
             # Resident from the touch to the SPILL_OUT (inclusive), or up to the next touch.
-            end = 3 * hi + (1 if last else 0)
-            left_end = model.new_int_var(3 * lo + 1, end, f"le{b}_{g}")
+            end = 3 * last_rank + (1 if last else 0)
+            top = 3 * highest(z) + (1 if last else 0)
+            left_end = model.new_int_var(3 * lowest(a) + 1, top, f"le{b}_{g}")
             model.add(left_end == 3 * so + 2).only_enforce_if(spill)
             model.add(left_end == end).only_enforce_if(~spill)
+            left_size = model.new_int_var(1, top - 3 * lowest(a), f"ls{b}_{g}")
             x.x_boxes[buf.memory].append(
-                model.new_interval_var(3 * lo, left_end - 3 * lo, left_end, f"lx{b}_{g}")
+                model.new_interval_var(3 * first, left_size, left_end, f"lx{b}_{g}")
             )
             x.y_boxes[buf.memory].append(
                 model.new_fixed_size_interval_var(offsets[g] * align, size, f"ly{b}_{g}")
             )
             # When spilled: resident again from the SPILL_IN to the next touch, at o_{g+1}.
+            right_size = model.new_int_var(0, top - 3 * lowest(a), f"rs{b}_{g}")
             x.x_boxes[buf.memory].append(
-                model.new_optional_interval_var(
-                    3 * si - 1, end - 3 * si + 1, end, spill, f"rx{b}_{g}"
-                )
+                model.new_optional_interval_var(3 * si - 1, right_size, end, spill, f"rx{b}_{g}")
             )
             x.y_boxes[buf.memory].append(
                 model.new_optional_fixed_size_interval_var(
@@ -229,7 +299,6 @@ def _variables(
                 )
             )
         x.touches[b], x.offsets[b], x.gaps[b] = touches, offsets, gaps
-    return x
 
 
 def _fixed_segments(
@@ -245,10 +314,13 @@ def _fixed_segments(
     if len(free) == len(instance.buffers):
         return
     spans: dict[str, tuple[int, int]] = {}  # memory -> x range of its free buffers
+    moved = [inc.rank[v] for v in x.rank]
     for b, touches in x.touches.items():
         memory = instance.buffers[b].memory
-        lo, hi = spans.get(memory, (3 * touches[0], 3 * touches[-1] + 1))
-        spans[memory] = (min(lo, 3 * touches[0]), max(hi, 3 * touches[-1] + 1))
+        ranks = [inc.rank[v] for v in touches] + (moved if set(touches) & x.rank.keys() else [])
+        first, last = 3 * min(ranks), 3 * max(ranks) + 1
+        lo, hi = spans.get(memory, (first, last))
+        spans[memory] = (min(lo, first), max(hi, last))
     everything = (0, 3 * len(inc.original))  # nothing free: check the whole incumbent
     n_total = len(incumbent.order)
     pos = np.empty(n_total, dtype=np.int64)
@@ -281,8 +353,8 @@ def _constraints(
             model.add(gap.si > gap.so)
             model.add(offsets[g + 1] == offsets[g]).only_enforce_if(~gap.spill)
             # No spill: pin the split point (it means nothing then; fewer symmetric solutions).
-            model.add(gap.so == gap.start).only_enforce_if(~gap.spill)
-            model.add(gap.si == gap.start + 1).only_enforce_if(~gap.spill)
+            model.add(gap.so == gap.first).only_enforce_if(~gap.spill)
+            model.add(gap.si == gap.first + 1).only_enforce_if(~gap.spill)
     for memory in MEMORIES:
         if len(x.x_boxes[memory]) > 1:
             model.add_no_overlap_2d(x.x_boxes[memory], x.y_boxes[memory])
@@ -313,7 +385,7 @@ def _bank_rules(
         if b not in free:
             return rules.bank_of(fixed_offset[b, op])
         if (b, op) not in bank_var:
-            touch = x.touches[b].index(inc.rank[op])
+            touch = x.touches[b].index(op)
             align = hardware.alignment(memory)
             offset = x.offsets[b][touch]
             top = hardware.capacity(memory)
@@ -355,7 +427,7 @@ def _fixed_offsets_at_uses(
         reloads = sorted(inc.spills_of.get(b, []))
         for u in buf.users:
             offset = incumbent.offsets[b]
-            for _, si, new in reloads:
+            for _, si, new in reloads:  # (moving nodes never touch a buffer outside the window)
                 if si <= inc.rank[u]:
                     offset = new
             out[b, u] = offset
@@ -391,6 +463,8 @@ def _hint(
 ) -> None:
     """The incumbent's offsets and spills as a hint, where they fit this model's shape."""
     model.clear_hints()
+    for v, var in x.rank.items():
+        model.add_hint(var, inc.rank[v])
     for b in free:
         if b not in incumbent.offsets:  # an order alone (a Problem 1 solution): no hint
             continue
@@ -421,9 +495,9 @@ def _build(
     x: _Vars,
     solver: cp_model.CpSolver,
 ) -> Solution:
-    """The solution the model's values describe: the incumbent's order of original nodes with
-    each spill's nodes at its ranks (after rank r: SPILL_OUTs, then SPILL_INs), spills listed in
-    schedule order."""
+    """The solution the model's values describe: the original nodes at their ranks (the
+    incumbent's, or the model's for moving nodes) with each spill's nodes at its ranks (after
+    rank r: SPILL_OUTs, then SPILL_INs), spills listed in schedule order."""
     spills: list[tuple[int, int, int, int]] = []  # (so rank, si rank, buffer, new offset)
     offsets = dict(incumbent.offsets)
     for b in free:
@@ -443,8 +517,11 @@ def _build(
     for k, (so, si, _, _) in enumerate(spills):
         outs.setdefault(so, []).append(n + 2 * k)
         ins.setdefault(si - 1, []).append(n + 2 * k + 1)
+    original = list(inc.original)
+    for v, var in x.rank.items():
+        original[solver.value(var)] = v
     order: list[int] = []
-    for r, v in enumerate(inc.original):
+    for r, v in enumerate(original):
         order.append(v)
         order.extend(outs.get(r, ()))
         order.extend(ins.get(r, ()))

@@ -12,7 +12,8 @@ Stages share one deadline:
    few Problem 1 orders are placed with each placement policy (:mod:`heuristics.placement`) and
    reordered for the pipes with the placement kept (:mod:`heuristics.pipes`). The best is refined
    by the CP-SAT placement model (:mod:`models.placement`): the full model on small instances,
-   windowed LNS otherwise, until ``P2_SHARE``.
+   then windowed LNS until ``P2_SHARE``, whose windows re-place buffers or re-order a run of
+   nodes and re-place their buffers in the same model.
 3. **P3** — among all candidates whose traffic stays within ``(1 + traffic_slack)`` times the
    Problem 2 traffic, the shortest makespan, re-timed by windowed LNS over the CP-SAT pipe model
    (:mod:`models.pipes`) until ``P3_SHARE``. A faster answer at the Problem 2 traffic is a better
@@ -33,6 +34,7 @@ from typing import Literal
 import numpy as np
 
 from heuristics.neighbourhoods import (
+    Reorder,
     ordering_neighbourhoods,
     peak_key,
     pipe_neighbourhoods,
@@ -461,11 +463,13 @@ def _refine_placement(
     def repair(
         incumbent: Solution, window: Collection[int], time_limit_s: float, seed: int
     ) -> Repaired[Solution]:
+        reorder = isinstance(window, Reorder)  # original nodes, not buffers
         answer = solve_placement(
             instance,
             incumbent,
             hardware,
-            window,
+            () if reorder else window,
+            reorder=window if reorder else (),
             time_limit_s=time_limit_s,
             seed=seed,
             deterministic=True,

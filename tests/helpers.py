@@ -23,6 +23,7 @@ TINY = (
     "sequential",
     "forced_spill",
     "two_pipes",
+    "avoidable_spill",
 )
 
 
