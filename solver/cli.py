@@ -1,14 +1,18 @@
 """The ``npuopt`` command line.
 
 Exit codes: 0 success (a valid solution), 1 an invalid solution, 2 bad input (a one-line message
-naming the file and the line, node or buffer at fault; nothing is written).
+naming the file and the line, node or buffer at fault; nothing is written), 130 interrupted by
+SIGINT or SIGTERM (the best answers found so far are written, the summary says so).
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from enum import Enum
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -33,13 +37,15 @@ from solver.report import (
     instance_summary,
     results_table,
 )
-from solver.solve import Progress, SolveOptions, solve_instance
+from solver.solve import Candidate, Interrupted, Progress, SolveOptions, solve_instance
 
 #: What ``npuopt solve`` runs on when no graph is given.
 DEMO_GRAPH = bundled("demo_conv.json")
 
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
+#: Stopped by SIGINT or SIGTERM (the best answers found so far were written).
+EXIT_INTERRUPTED = 130
 
 app = typer.Typer(
     name="npuopt",
@@ -216,15 +222,24 @@ def solve(
         MethodChoice,
         typer.Option(help="full: heuristics then CP-SAT refinement; heuristics: warm starts only."),
     ] = MethodChoice.full,
+    overwrite: Annotated[
+        bool,
+        typer.Option("--overwrite", help="Replace existing result files even by worse ones."),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
 ) -> None:
     """Solve Problems 1-3 and write the attachment files, summary.json and a results table.
 
-    Exit code 0 when every requested problem got a valid solution, 1 otherwise, 2 on bad input.
+    Exit code 0 when every requested problem got a valid solution, 1 otherwise, 2 on bad input,
+    130 when SIGINT or SIGTERM stopped it (the best answers found so far are written). Result
+    files already in the output folder are replaced only by better ones, unless --overwrite.
     """
     with bad_input_exits():
         hardware = load_hardware(hardware_file) if hardware_file else DEFAULT_HARDWARE
-        instances = [load_instance(g, hardware) for g in graphs or [DEMO_GRAPH]]
+        loaded: list[tuple[Instance, float]] = []
+        for g in graphs or [DEMO_GRAPH]:
+            began = time.monotonic()
+            loaded.append((load_instance(g, hardware), time.monotonic() - began))
     problems = (1, 2, 3) if problem is ProblemChoice.all else (int(problem.value),)
     options = SolveOptions(
         problems=problems,
@@ -248,20 +263,75 @@ def solve(
         "cases": cases,
     }
     all_valid = True
-    for instance in instances:
-        result = solve_instance(instance, options, None if quiet else _print_progress)
-        for p in problems:
-            candidate = result.best(p)
-            if candidate is None or not candidate.evaluation.valid:
-                all_valid = False
-                continue
-            write_solution(out / f"Problem{p}", instance.name, p, candidate.solution)
-        cases.append(case_summary(result))
-        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    interrupted: str | None = None
+    with _signals_interrupt():
+        for instance, load_s in loaded:
+            # The limit covers the whole graph, loading included.
+            budget = replace(options, time_limit_s=max(0.0, time_limit - load_s))
+            result = solve_instance(instance, budget, None if quiet else _print_progress)
+            for p in problems:
+                candidate = result.best(p)
+                if candidate is None or not candidate.evaluation.valid:
+                    all_valid = False
+                    continue
+                kept = None if overwrite else _better_existing(out, instance, p, candidate, options)
+                if kept is not None:
+                    setattr(result, f"p{p}", kept)  # the files keep it: report what they hold
+                else:
+                    write_solution(out / f"Problem{p}", instance.name, p, candidate.solution)
+            cases.append(case_summary(result))
+            interrupted = result.interrupted
+            if interrupted:
+                summary["interrupted"] = interrupted
+            atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+            if interrupted:
+                break
     typer.echo(results_table(cases))
     typer.echo(f"files in {out}/ (summary.json, Problem{'/'.join(map(str, problems))})")
+    if interrupted:
+        typer.echo(f"npuopt: interrupted ({interrupted}): kept the best found so far", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
     if not all_valid:
         raise typer.Exit(EXIT_INVALID)
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """While solving, SIGTERM stops the run the way Ctrl-C (SIGINT) does: the solve keeps its
+    best answers and the files are written."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _better_existing(
+    out: Path, instance: Instance, problem: int, candidate: Candidate, options: SolveOptions
+) -> Candidate | None:
+    """The solution already in ``out`` for this case and problem when it is valid and no worse
+    than ``candidate`` (an existing result is never replaced by a worse one without
+    ``--overwrite``); ``None`` when there is none, it cannot be read, or it is worse."""
+    files = ProblemFiles.in_dir(out / f"Problem{problem}", instance.name)
+    if not files.schedule.exists():
+        return None
+    try:
+        existing = read_solution(files, instance, problem, options.hardware)
+    except NpuoptError:
+        return None  # not a result for this graph: replace it
+    judged = evaluate_solution(instance, existing, problem, options.hardware, options.reuse_rule)
+    if not judged.valid or judged.objective() > candidate.evaluation.objective():
+        return None
+    typer.echo(
+        f"npuopt: kept {files.schedule.parent}/ for {instance.name}: no worse than this run "
+        "(use --overwrite to replace it)",
+        err=True,
+    )
+    return Candidate("existing files", existing, judged)
 
 
 def _print_progress(event: Progress) -> None:

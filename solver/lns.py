@@ -133,6 +133,7 @@ def run_lns(
     params: LnsParams | None = None,
     lower_bound: Key | None = None,
     on_step: Callable[[Step], None] | None = None,
+    on_best: Callable[[S], None] | None = None,
 ) -> LnsResult[S]:
     """Improve ``initial`` by windowed re-solves until the deadline (``time.monotonic()``).
 
@@ -157,6 +158,9 @@ def run_lns(
         A proven lower bound on the key: reaching it stops the search (proven optimal).
     on_step
         Called after every step (progress display).
+    on_best
+        Called with every new best solution, as soon as it is found (so that an interrupted
+        run keeps it).
 
     Returns
     -------
@@ -208,6 +212,8 @@ def run_lns(
             current, current_key = repaired.candidate, after
         if outcome == "best":
             best, best_key = current, current_key
+            if on_best is not None:
+                on_best(best)
         reward = {"best": 4.0, "better": 2.0, "accepted": 0.5}.get(outcome, 0.0)
         scores[chosen] = 0.8 * scores[chosen] + 0.2 * max(reward, 0.1)
         factor = params.grow if repaired.closed else params.shrink

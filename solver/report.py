@@ -10,6 +10,7 @@ from solver.hardware import MEMORIES, Hardware
 from solver.instance import Instance
 
 if TYPE_CHECKING:
+    from solver.lns import LnsResult
     from solver.solve import CaseResult
 
 
@@ -165,6 +166,7 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
     """One case of ``summary.json``: objective values, bounds and gaps of each answer."""
     data: dict[str, Any] = {
         "case": result.case,
+        "interrupted": result.interrupted,
         "runtime_s": round(result.runtime_s, 3),
         "stage_s": {k: round(v, 3) for k, v in result.stage_s.items()},
         "bounds": {
@@ -184,9 +186,7 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
             row["bound_source"] = result.p1_bound_source
             row["gap"] = gap(e.max_v_stay_units or 0, result.p1_bound_units)
             row["proven_optimal"] = (e.max_v_stay_units or 0) <= result.p1_bound_units
-            if result.p1_lns is not None:
-                row["lns_steps"] = len(result.p1_lns.steps)
-                row["lns_outcomes"] = result.p1_lns.outcomes()
+            row.update(_lns_stats(result.p1_lns))
         else:
             row.update(
                 extra_traffic_units=e.extra_traffic_units,
@@ -200,20 +200,27 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
                 if result.p2_order_bound is not None:
                     # CP-SAT's bound for the order it was given: not a bound over all orders.
                     row["bound_for_this_order_units"] = result.p2_order_bound
-                if result.p2_lns is not None:
-                    row["lns_steps"] = len(result.p2_lns.steps)
-                    row["lns_outcomes"] = result.p2_lns.outcomes()
+                row.update(_lns_stats(result.p2_lns))
             if problem == 3 and result.p3_bound is not None:
                 row["bound_cycles"] = result.p3_bound.cycles
                 row["gap"] = gap(e.makespan_cycles or 0, result.p3_bound.cycles)
                 row["frontier"] = [
                     {"extra_traffic_units": t, "makespan_cycles": m} for t, m in result.frontier
                 ]
-                if result.p3_lns is not None:
-                    row["lns_steps"] = len(result.p3_lns.steps)
-                    row["lns_outcomes"] = result.p3_lns.outcomes()
+                row.update(_lns_stats(result.p3_lns))
         data[f"p{problem}"] = row
     return data
+
+
+def _lns_stats(lns: LnsResult[Any] | None) -> dict[str, Any]:
+    """Steps, outcomes and deterministic work of an LNS run (nothing when none ran)."""
+    if lns is None:
+        return {}
+    return {
+        "lns_steps": len(lns.steps),
+        "lns_outcomes": lns.outcomes(),
+        "lns_work": round(lns.work, 2),
+    }
 
 
 def results_table(cases: list[dict[str, Any]]) -> str:

@@ -4,19 +4,19 @@ Stages share one deadline:
 
 1. **P1** — the memory-aware list scheduler with each policy, then seeded restarts
    (:mod:`heuristics.ordering`); the best valid order is then refined by windowed LNS over the
-   CP-SAT ordering model (:mod:`models.ordering`, :mod:`solver.lns`) until ``P1_SHARE`` of the
-   budget. On small instances the full model runs first for a proven bound; the bound reported
+   CP-SAT ordering model (:mod:`models.ordering`, :mod:`solver.lns`) for its share of the
+   limit. On small instances the full model runs first for a proven bound; the bound reported
    is the best of that and the forced-live bound.
 2. **P2** — a traversal search (:mod:`heuristics.traversal`: simulated annealing over the order
    of L0-connected units, on an address-free traffic estimate) proposes an order; it and the best
    few Problem 1 orders are placed with each placement policy (:mod:`heuristics.placement`) and
    reordered for the pipes with the placement kept (:mod:`heuristics.pipes`). The best is refined
    by the CP-SAT placement model (:mod:`models.placement`): the full model on small instances,
-   then windowed LNS until ``P2_SHARE``, whose windows re-place buffers or re-order a run of
+   then windowed LNS, whose windows re-place buffers or re-order a run of
    nodes and re-place their buffers in the same model.
 3. **P3** — among all candidates whose traffic stays within ``(1 + traffic_slack)`` times the
    Problem 2 traffic, the shortest makespan, re-timed by windowed LNS over the CP-SAT pipe model
-   (:mod:`models.pipes`) until ``P3_SHARE``. A faster answer at the Problem 2 traffic is a better
+   (:mod:`models.pipes`). A faster answer at the Problem 2 traffic is a better
    Problem 2 answer too (makespan breaks ties there).
 
 With ``method="heuristics"`` the CP-SAT refinements are skipped. Every value comes from
@@ -77,38 +77,33 @@ METHODS: tuple[Method, ...] = ("full", "heuristics")
 
 #: Distinct Problem 1 orders that go on to placement.
 ORDERS_TO_PLACE = 4
-#: Share of the time limit that ends the Problem 1 LNS (when Problems 2 or 3 follow; alone,
-#: Problem 1 takes nearly all of it).
-P1_SHARE = 0.3
-P1_ALONE_SHARE = 0.95
+# How the time limit is spent. Each CP-SAT refinement has a *budget* of deterministic work
+# (CP-SAT's deterministic time, the same on every run) and a wall-clock *deadline*. The budgets
+# are sized from the work each model does per wall-clock second on this machine (2 cores,
+# measured with the official cases: ordering ~0.45, placement ~0.35, pipes ~0.15), so that a
+# run ends on its budgets, reproducibly, at about 90% of the limit; the deadlines, later, only
+# stop a run on a slower machine, which then stays on time but may differ from run to run.
+#: Problem 1: budget (deterministic seconds per second of the limit) and deadline (share).
+P1_WORK, P1_DEADLINE = 0.12, 0.40
+#: Problem 1 alone (no placement to follow).
+P1_ALONE_WORK, P1_ALONE_DEADLINE = 0.40, 0.95
 #: Problem 1 LNS settings (windows of 30-50 ops close in ~1 s; larger ones stop closing).
 P1_LNS = LnsParams(initial_window=30, min_window=8, max_window=50, step_time_s=1.5)
-#: Share of the time limit that ends the Problem 2 refinement (Problem 3 takes the rest).
-P2_SHARE = 0.55
-#: Deterministic work of the Problem 2 LNS per second of the time limit.
-P2_WORK_SHARE = 0.15
-#: Share of the time limit that ends the Problem 3 refinement (the rest: writing files).
-P3_SHARE = 0.97
-#: The Problem 3 LNS's deterministic work, as a share of the time limit, and the deterministic
-#: work CP-SAT does per wall-clock second on the pipe model (measured on FlashAttention_Case0:
-#: 2.0 deterministic seconds took 7-11 s): a budget the wall clock rarely cuts short.
-P3_SHARE_OF_LIMIT = 0.4
-P3_WORK_PER_SECOND = 0.15
+#: Share of the time limit the Problem 2 traversal search may use (as an evaluation count).
+TRAVERSAL_SHARE = 0.15
+#: Problem 2 refinement: budget and deadline.
+P2_WORK, P2_DEADLINE = 0.03, 0.75
+#: The full placement model runs first (on the Problem 2 refinement's budget; LNS gets what it
+#: leaves) up to this many buffers: small instances are proven optimal for their order outright.
+FULL_PLACEMENT_BUFFERS = 300
+#: Problem 2 LNS settings: windows are buffers to re-place, or runs of nodes to re-order.
+P2_LNS = LnsParams(initial_window=12, min_window=4, max_window=80, step_time_s=2.0)
+#: Problem 3 refinement: budget and deadline (the rest of the limit: writing files).
+P3_WORK, P3_DEADLINE = 0.045, 0.97
 #: The full pipe model runs first up to this many nodes (spill nodes included).
 FULL_PIPE_NODES = 400
 #: Problem 3 LNS settings: windows are runs of nodes by start time.
 P3_LNS = LnsParams(initial_window=80, min_window=20, max_window=2000, step_time_s=0.4)
-#: The full placement model runs first (on the Problem 2 refinement's budget; LNS gets what it
-#: leaves) up to this many buffers: small instances are proven optimal for their order outright.
-FULL_PLACEMENT_BUFFERS = 300
-#: Problem 2 LNS settings: windows are buffers to re-place.
-P2_LNS = LnsParams(initial_window=12, min_window=4, max_window=80, step_time_s=2.0)
-#: Share of the time limit the Problem 2 traversal search may use (as an evaluation count).
-TRAVERSAL_SHARE = 0.15
-#: Deterministic work (CP-SAT deterministic time) budgeted per second of a stage's share: the
-#: rest of the second goes to building models and evaluating. Budgets make runs reproducible:
-#: a stage that ends on its budget did the same steps on any machine.
-WORK_PER_SECOND = 1.0
 #: The full ordering model runs for a bound only up to this many ops (beyond, its bound is the
 #: trivial one; FINDINGS).
 FULL_MODEL_OPS = 400
@@ -174,6 +169,8 @@ class CaseResult:
     p2_lns: LnsResult[Solution] | None = None
     p3_lns: LnsResult[PipeFrame] | None = None
     frontier: list[tuple[int, int]] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)  # valid Problem 2/3 answers seen
+    interrupted: str | None = None  # what stopped the run early, if anything
     runtime_s: float = 0.0
     stage_s: dict[str, float] = field(default_factory=dict)
 
@@ -195,13 +192,20 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 
+class Interrupted(Exception):
+    """Raised (by a signal handler) to stop a solve early; the solve keeps what it found."""
+
+
 def solve_instance(
     instance: Instance, options: SolveOptions, progress: ProgressFn | None = None
 ) -> CaseResult:
-    """Run the pipeline on one instance (see the module docstring)."""
+    """Run the pipeline on one instance (see the module docstring).
+
+    An interrupt (``KeyboardInterrupt``, or :class:`Interrupted` from a SIGTERM handler) ends
+    the run early: the result then holds the best answers found so far (every one judged by
+    the evaluator) and ``interrupted`` names the cause.
+    """
     started = time.monotonic()
-    deadline = started + options.time_limit_s
-    rng = np.random.default_rng(options.seed)
 
     def report(stage: str, message: str) -> None:
         elapsed = time.monotonic() - started
@@ -212,11 +216,30 @@ def solve_instance(
 
     result = CaseResult(instance.name, order_bound(instance), makespan_bound(instance))
     result.p1_bound_units = result.order_bound.units
+    try:
+        _pipeline(instance, options, result, started, report)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        result.interrupted = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        log.warning("%s: interrupted (%s); keeping the best found", instance.name, exc)
+        _settle(instance, options, result)
+    result.runtime_s = time.monotonic() - started
+    return result
+
+
+def _pipeline(
+    instance: Instance,
+    options: SolveOptions,
+    result: CaseResult,
+    started: float,
+    report: Callable[[str, str], None],
+) -> None:
+    deadline = started + options.time_limit_s
+    rng = np.random.default_rng(options.seed)
     report("bounds", f"P1 >= {result.order_bound.units:,}, P3 >= {result.makespan_bound.cycles:,}")
 
     # P1: the list scheduler; restarts stop at a share of the budget.
-    p1_share = P1_ALONE_SHARE if set(options.problems) == {1} else P1_SHARE
-    p1_deadline = started + 0.2 * options.time_limit_s
+    alone = set(options.problems) == {1}
+    p1_deadline = started + (P1_ALONE_DEADLINE if alone else P1_DEADLINE) * options.time_limit_s
     runs = order_heuristic(instance, rng, OrderingParams(), deadline=p1_deadline)
     valid_runs = [r for r in runs if r.evaluation.valid]
     if valid_runs:
@@ -224,12 +247,12 @@ def solve_instance(
         result.p1 = Candidate(f"list-{best.policy}", best.solution, best.evaluation)
         report("P1", f"max V_stay {best.evaluation.max_v_stay_units:,} ({best.policy} policy)")
         if options.method == "full":
-            _refine_order(instance, result, options, rng, p1_share, started, report)
+            work = (P1_ALONE_WORK if alone else P1_WORK) * options.time_limit_s
+            _refine_order(instance, result, options, rng, work, p1_deadline, report)
     else:
         report("P1", "no valid order found (L0 single residency could not be kept)")
     if not {2, 3} & set(options.problems):
-        result.runtime_s = time.monotonic() - started
-        return result
+        return
 
     result.p2_bound = traffic_bound(instance, options.hardware)
     report("bounds", f"P2 traffic >= {result.p2_bound.units:,}")
@@ -248,58 +271,88 @@ def solve_instance(
     traversal = _search_traversal(instance, options, orders[0][1], rng, deadline, report)
     if traversal is not None and traversal not in (o for _, o in orders):
         orders.insert(0, ("traversal", traversal))
-    candidates: list[Candidate] = []
     last_s = 0.0  # the previous candidate's cost: the next one starts only if it fits too
     for method, order in orders:
         for policy in PLACEMENT_POLICIES:
             began = time.monotonic()
-            if candidates and began + last_s > deadline:
+            if result.candidates and began + last_s > deadline:
                 break
             candidate = _place_and_compact(instance, order, options, f"{method}+{policy}")
             last_s = time.monotonic() - began
-            if candidate is not None:
-                candidates.append(candidate)
-    valid = [c for c in candidates if c.evaluation.valid]
-    if not valid:
+            if candidate is not None and candidate.evaluation.valid:
+                result.candidates.append(candidate)
+    if not result.candidates:
         report("P2", "no valid placement found")
-        result.runtime_s = time.monotonic() - started
-        return result
-    result.p2 = min(valid, key=lambda c: c.evaluation.objective())
+        return
+    result.p2 = min(result.candidates, key=lambda c: c.evaluation.objective())
     if options.method == "full":
-        refined = _refine_placement(instance, result, options, rng, started, report)
-        if refined is not None and refined.evaluation.valid:
-            valid.append(refined)
-            result.p2 = min(valid, key=lambda c: c.evaluation.objective())
+        _refine_placement(instance, result, options, rng, started, report)
     e2 = result.p2.evaluation
     report(
         "P2",
         f"traffic {e2.extra_traffic_units:,} in {e2.spill_count:,} spills, "
         f"makespan {e2.makespan_cycles:,} ({result.p2.method})",
     )
-    budget = (e2.extra_traffic_units or 0) * (1.0 + options.traffic_slack)
-    within = [c for c in valid if (c.evaluation.extra_traffic_units or 0) <= budget]
-    p3 = min(within, key=lambda c: (c.evaluation.makespan_cycles, c.evaluation.extra_traffic_units))
-    result.p3 = Candidate(
-        p3.method,
-        p3.solution,
-        evaluate(instance, p3.solution, 3, options.hardware, options.reuse_rule),
-    )
+    result.p3 = _fastest_within_budget(result, options)
     if options.method == "full":
-        retimed = _refine_pipes(instance, result, options, rng, started, report)
-        if retimed is not None:
-            result.p3 = retimed
-            valid.append(Candidate(retimed.method, retimed.solution, _as_problem_2(retimed)))
-            result.p2 = min(valid, key=lambda c: c.evaluation.objective())
-    result.frontier = _frontier(valid)
-    result.p3_bound = makespan_bound(instance, result.p3.solution)
+        _refine_pipes(instance, result, options, rng, started, report)
+    _settle(instance, options, result)
+    assert result.p3 is not None and result.p3_bound is not None
     e3 = result.p3.evaluation
     report(
         "P3",
         f"makespan {e3.makespan_cycles:,} (bound {result.p3_bound.cycles:,}), "
         f"traffic {e3.extra_traffic_units:,} ({result.p3.method})",
     )
-    result.runtime_s = time.monotonic() - started
-    return result
+
+
+def _fastest_within_budget(result: CaseResult, options: SolveOptions) -> Candidate | None:
+    """The Problem 3 answer among the candidates: the shortest makespan whose traffic stays
+    within ``(1 + traffic_slack)`` times the Problem 2 answer's."""
+    if result.p2 is None:
+        return None
+    budget = (result.p2.evaluation.extra_traffic_units or 0) * (1.0 + options.traffic_slack)
+    within = [c for c in result.candidates if (c.evaluation.extra_traffic_units or 0) <= budget]
+    p3 = min(within, key=lambda c: (c.evaluation.makespan_cycles, c.evaluation.extra_traffic_units))
+    return Candidate(p3.method, p3.solution, replace(p3.evaluation, problem=3))
+
+
+def _offer(result: CaseResult, candidate: Candidate) -> None:
+    """Record a valid Problem 2/3 candidate; it becomes the Problem 2 answer if it ranks first
+    there, and the Problem 3 answer if it is faster within the traffic budget (checked by
+    :func:`_fastest_within_budget` at the end; here: at no more traffic than the current)."""
+    result.candidates.append(candidate)
+    as_p2 = replace(candidate.evaluation, problem=2)
+    if result.p2 is None or as_p2.objective() < result.p2.evaluation.objective():
+        result.p2 = Candidate(candidate.method, candidate.solution, as_p2)
+    as_p3 = replace(candidate.evaluation, problem=3)
+    current = result.p3.evaluation if result.p3 is not None else None
+    if current is None or (
+        (as_p3.extra_traffic_units or 0) <= (current.extra_traffic_units or 0)
+        and as_p3.objective() < current.objective()
+    ):
+        result.p3 = Candidate(candidate.method, candidate.solution, as_p3)
+
+
+def _settle(instance: Instance, options: SolveOptions, result: CaseResult) -> None:
+    """Fill in what the answers imply once a run ends (normally or interrupted): the Problem 2
+    and 3 answers from the candidates, the frontier, the Problem 3 bound."""
+    if result.candidates:
+        ranked = [
+            Candidate(c.method, c.solution, replace(c.evaluation, problem=2))
+            for c in result.candidates
+        ]
+        best2 = min(ranked, key=lambda c: c.evaluation.objective())
+        if result.p2 is None or best2.evaluation.objective() < result.p2.evaluation.objective():
+            result.p2 = best2
+        fastest = _fastest_within_budget(result, options)
+        if fastest is not None and (
+            result.p3 is None or fastest.evaluation.objective() < result.p3.evaluation.objective()
+        ):
+            result.p3 = fastest
+        result.frontier = _frontier(result.candidates)
+    if result.p3 is not None:
+        result.p3_bound = makespan_bound(instance, result.p3.solution)
 
 
 def _refine_order(
@@ -307,20 +360,18 @@ def _refine_order(
     result: CaseResult,
     options: SolveOptions,
     rng: np.random.Generator,
-    share: float,
-    started: float,
+    budget: float,
+    deadline: float,
     report: Callable[[str, str], None],
 ) -> None:
-    """Problem 1 refinement within ``share`` of the time limit: on small instances the full
-    model first (it may prove the optimum outright), then windowed LNS."""
-    deadline = started + share * options.time_limit_s
+    """Problem 1 refinement for ``budget`` deterministic seconds (``deadline`` stops a slow
+    machine): on small instances the full model first (it may prove the optimum outright),
+    then windowed LNS."""
     assert result.p1 is not None
     data = OrderingData(instance)
     seed = int(rng.integers(2**31))
     ops = op_order_of(instance, result.p1.solution.order)
     proven = False
-    # From the configured limit, never from the clock: the same work on every run.
-    budget = WORK_PER_SECOND * share * options.time_limit_s
     if len(ops) <= FULL_MODEL_OPS:
         full = solve_order(
             data,
@@ -331,6 +382,7 @@ def _refine_order(
             lower_bound=result.p1_bound_units,
             tie_break=False,  # a plain peak objective: its bound is the peak bound
             deterministic=True,
+            params=_wall_cap(deadline),
         )
         budget -= float(full.info.get("deterministic_time", 0.0))
         if full.bound is not None and full.bound > result.p1_bound_units:
@@ -378,6 +430,7 @@ def _lns_order(
             seed=seed,
             lower_bound=bound,
             deterministic=True,
+            params=_wall_cap(deadline),
         )
         candidate = op_order_of(instance, answer.solution.order) if answer.solution else None
         work = float(answer.info.get("deterministic_time", time_limit_s))
@@ -389,9 +442,13 @@ def _lns_order(
                 "P1-lns", f"max V_stay {step.after[0]:,} ({step.after[1]} positions at the peak)"
             )
 
-    start = op_order_of(instance, result.p1.solution.order)
-    lns = run_lns(
-        start,
+    def keep(ops: tuple[int, ...]) -> None:
+        # Same peak with fewer positions at it counts: a better start for anyone refining it.
+        order = schedule_from_op_order(instance, ops)
+        _keep_if_better(instance, result, Solution(order=order), "list+lns", ties=True)
+
+    result.p1_lns = run_lns(
+        op_order_of(instance, result.p1.solution.order),
         lambda ops: peak_key(instance, ops),
         ordering_neighbourhoods(instance),
         repair,
@@ -400,12 +457,8 @@ def _lns_order(
         replace(P1_LNS, work_budget=max(budget, 0.0)),
         lower_bound=(bound, instance.n_nodes),
         on_step=on_step,
+        on_best=keep,
     )
-    result.p1_lns = lns
-    if lns.best_key < peak_key(instance, start):
-        # Same peak with fewer positions at it counts: a better start for anyone refining it.
-        order = schedule_from_op_order(instance, lns.best)
-        _keep_if_better(instance, result, Solution(order=order), "list+lns", ties=True)
 
 
 def _keep_if_better(
@@ -432,23 +485,39 @@ def _refine_placement(
     rng: np.random.Generator,
     started: float,
     report: Callable[[str, str], None],
-) -> Candidate | None:
-    """Problem 2 refinement of the best placement until ``P2_SHARE`` of the time limit:
-    windowed LNS over the CP-SAT placement model (the order of the original nodes kept), then
-    pipe compaction. Returns the refined candidate, or ``None`` when nothing was tried."""
+) -> None:
+    """Problem 2 refinement of the best placement for its budget (``P2_WORK``): the
+    full CP-SAT placement model on small instances, then windowed LNS (re-placement and
+    re-ordering windows). Every improvement is judged by the evaluator and offered to the
+    result at once, as it is and pipe-compacted."""
     assert result.p2 is not None
-    deadline = started + P2_SHARE * options.time_limit_s
-    seconds = deadline - time.monotonic()
-    if seconds <= 0 or not result.p2.solution.spills:
-        return None
+    deadline = started + P2_DEADLINE * options.time_limit_s
+    if deadline <= time.monotonic() or not result.p2.solution.spills:
+        return
     hardware = options.hardware
     seed = int(rng.integers(2**31))
+    method = f"{result.p2.method}+cp-sat-placement"
+
+    def keep(solution: Solution) -> None:
+        for variant, suffix in ((solution, ""), (compact(instance, solution), "+compact")):
+            judged = evaluate(instance, variant, 2, hardware, options.reuse_rule)
+            if judged.valid:  # valid by construction; never trust it blindly
+                _offer(result, Candidate(method + suffix, variant, judged))
+            else:
+                log.warning("placement model gave an invalid solution: %s", judged.violations[:1])
+
     # From the configured limit, never from the clock: the same work on every run.
-    budget = WORK_PER_SECOND * P2_WORK_SHARE * options.time_limit_s
+    budget = P2_WORK * options.time_limit_s
     start = result.p2.solution
     if len(instance.buffers) <= FULL_PLACEMENT_BUFFERS:
         full = solve_placement(
-            instance, start, hardware, time_limit_s=budget, seed=seed, deterministic=True
+            instance,
+            start,
+            hardware,
+            time_limit_s=budget,
+            seed=seed,
+            deterministic=True,
+            params=_wall_cap(deadline),
         )
         budget -= float(full.info.get("deterministic_time", 0.0))
         if full.bound is not None:
@@ -457,6 +526,7 @@ def _refine_placement(
             instance, start
         ):
             start = full.solution
+            keep(start)
         if full.status is Status.OPTIMAL:
             budget = 0.0  # nothing left to find for this order
 
@@ -473,6 +543,7 @@ def _refine_placement(
             time_limit_s=time_limit_s,
             seed=seed,
             deterministic=True,
+            params=_wall_cap(deadline),
         )
         work = float(answer.info.get("deterministic_time", time_limit_s))
         return Repaired(answer.solution, answer.status is Status.OPTIMAL, answer.status.value, work)
@@ -481,7 +552,7 @@ def _refine_placement(
         if step.outcome == "best" and step.after is not None:
             report("P2-lns", f"traffic {step.after[0]:,} in {step.after[1]:,} spills")
 
-    lns = run_lns(
+    result.p2_lns = run_lns(
         start,
         lambda s: traffic_key(instance, s),
         placement_neighbourhoods(instance, hardware),
@@ -491,21 +562,8 @@ def _refine_placement(
         replace(P2_LNS, work_budget=max(budget, 0.0)),
         lower_bound=(result.p2_bound.units if result.p2_bound else 0, 2**62),
         on_step=on_step,
+        on_best=keep,
     )
-    result.p2_lns = lns
-    if lns.best_key >= traffic_key(instance, result.p2.solution):
-        return None
-    compacted = compact(instance, lns.best)
-    candidates = [lns.best, compacted]
-    judged = [evaluate(instance, s, 2, hardware, options.reuse_rule) for s in candidates]
-    best = min(
-        (i for i in range(2) if judged[i].valid), key=lambda i: judged[i].objective(), default=None
-    )
-    if best is None:  # the model's answers are valid by construction; never trust it blindly
-        log.warning("placement LNS produced no valid solution: %s", judged[0].violations[:1])
-        return None
-    method = f"{result.p2.method}+cp-sat-lns" + ("+compact" if best == 1 else "")
-    return Candidate(method, candidates[best], judged[best])
 
 
 def _refine_pipes(
@@ -515,26 +573,39 @@ def _refine_pipes(
     rng: np.random.Generator,
     started: float,
     report: Callable[[str, str], None],
-) -> Candidate | None:
-    """Problem 3 refinement of the chosen answer until ``P3_SHARE`` of the time limit:
-    windowed LNS over the CP-SAT pipe model (placement and spills kept, so is the traffic).
-    Returns the re-timed candidate when it is faster, else ``None``."""
+) -> None:
+    """Problem 3 refinement of the chosen answer for its budget (``P3_WORK``):
+    windowed LNS over the CP-SAT pipe model (spills kept, so is the traffic). Every faster
+    answer is offered to the result at once."""
     assert result.p3 is not None
     hardware, rule = options.hardware, options.reuse_rule
     start = pipe_frame(instance, result.p3.solution, hardware, rule)
-    deadline = started + P3_SHARE * options.time_limit_s
+    deadline = started + P3_DEADLINE * options.time_limit_s
     if start is None or deadline <= time.monotonic():
-        return None
+        return
     seed = int(rng.integers(2**31))
+    method = f"{result.p3.method}+cp-sat-pipes"
+
+    def keep(timed: PipeFrame) -> None:
+        _offer(result, Candidate(method, timed.solution, timed.evaluation))
+
     # From the configured limit, never from the clock: the same work on every run.
-    budget = P3_WORK_PER_SECOND * P3_SHARE_OF_LIMIT * options.time_limit_s
+    budget = P3_WORK * options.time_limit_s
     bound = makespan_bound(instance, start.solution).cycles
     if len(start.solution.order) <= FULL_PIPE_NODES:
-        full = solve_pipes(instance, start, time_limit_s=budget, seed=seed, deterministic=True)
+        full = solve_pipes(
+            instance,
+            start,
+            time_limit_s=budget,
+            seed=seed,
+            deterministic=True,
+            params=_wall_cap(deadline),
+        )
         budget -= float(full.info.get("deterministic_time", 0.0))
         timed = pipe_frame(instance, full.solution, hardware, rule) if full.solution else None
         if timed is not None and timed.makespan < start.makespan:
             start = timed
+            keep(start)
         if full.status is Status.OPTIMAL:
             budget = 0.0  # optimal for this placement: nothing left to find
 
@@ -542,7 +613,13 @@ def _refine_pipes(
         incumbent: PipeFrame, window: Collection[int], time_limit_s: float, seed: int
     ) -> Repaired[PipeFrame]:
         answer = solve_pipes(
-            instance, incumbent, window, time_limit_s=time_limit_s, seed=seed, deterministic=True
+            instance,
+            incumbent,
+            window,
+            time_limit_s=time_limit_s,
+            seed=seed,
+            deterministic=True,
+            params=_wall_cap(deadline),
         )
         timed = pipe_frame(instance, answer.solution, hardware, rule) if answer.solution else None
         work = float(answer.info.get("deterministic_time", time_limit_s))
@@ -552,7 +629,7 @@ def _refine_pipes(
         if step.outcome == "best" and step.after is not None:
             report("P3-lns", f"makespan {step.after[0]:,}")
 
-    lns = run_lns(
+    result.p3_lns = run_lns(
         start,
         lambda timed: (timed.makespan, int(timed.end.sum())),
         pipe_neighbourhoods(),
@@ -562,20 +639,14 @@ def _refine_pipes(
         replace(P3_LNS, work_budget=max(budget, 0.0)),
         lower_bound=(bound, 2**62),
         on_step=on_step,
+        on_best=keep,
     )
-    result.p3_lns = lns
-    if lns.best.makespan >= (result.p3.evaluation.makespan_cycles or 0):
-        return None
-    judged = evaluate(instance, lns.best.solution, 3, hardware, rule)
-    if not judged.valid:  # valid by construction; never trust it blindly
-        log.warning("pipe LNS produced an invalid solution: %s", judged.violations[:1])
-        return None
-    return Candidate(f"{result.p3.method}+cp-sat-pipes", lns.best.solution, judged)
 
 
-def _as_problem_2(candidate: Candidate) -> Evaluation:
-    """The same figures, ordered as Problem 2 ranks them (traffic, then makespan)."""
-    return replace(candidate.evaluation, problem=2)
+def _wall_cap(deadline: float) -> dict[str, str]:
+    """CP-SAT's wall-clock limit so that a sub-solve never runs past its stage's deadline (the
+    deterministic budget decides when the machine keeps up; this only stops a lagging one)."""
+    return {"max_time_in_seconds": f"{max(0.1, deadline - time.monotonic()):.3f}"}
 
 
 def _frontier(candidates: Sequence[Candidate]) -> list[tuple[int, int]]:

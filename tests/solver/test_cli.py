@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from instances import bundled
 from solver.cli import app
 from solver.files import write_solution
 from solver.solution import Solution, Spill
@@ -182,3 +183,58 @@ def test_solve_is_byte_for_byte_reproducible(tmp_path):
     for p in (1, 2, 3):
         for first in sorted((outs[0] / f"Problem{p}").iterdir()):
             assert first.read_bytes() == (outs[1] / f"Problem{p}" / first.name).read_bytes()
+
+
+def test_an_existing_result_is_kept_unless_overwrite(tmp_path):
+    """Issue 8: an existing result is never replaced by a worse one without --overwrite.
+
+    example7: every valid order has max V_stay 10 (EXP holds both buffers). An existing
+    Problem 1 file with ALLOC b1 first (2,0,1,3,4,5,6) is as good as anything npuopt finds, so
+    it is kept byte for byte and the summary reports the file's own figures; with --overwrite
+    npuopt's just-in-time order (ALLOC b1 right before EXP) replaces it. A file that is not a
+    valid solution is always replaced."""
+    schedule = tmp_path / "Problem1" / "example7_schedule.txt"
+    schedule.parent.mkdir()
+    schedule.write_text("2\n0\n1\n3\n4\n5\n6\n")
+    kept = run("solve", GRAPH, "--problem", "1", "--time-limit", 2, "--out", tmp_path, "--quiet")
+    assert kept.exit_code == 0, kept.output
+    assert schedule.read_text() == "2\n0\n1\n3\n4\n5\n6\n"
+    case = json.loads((tmp_path / "summary.json").read_text())["cases"][0]
+    assert case["p1"]["method"] == "existing files" and case["p1"]["max_v_stay_units"] == 10
+    replaced = run(
+        "solve", GRAPH, "--problem", "1", "--time-limit", 2, "--out", tmp_path, "--overwrite"
+    )
+    assert replaced.exit_code == 0, replaced.output
+    assert schedule.read_text() != "2\n0\n1\n3\n4\n5\n6\n"
+    schedule.write_text("3\n0\n")  # not a solution of this graph
+    again = run("solve", GRAPH, "--problem", "1", "--time-limit", 2, "--out", tmp_path)
+    assert again.exit_code == 0 and len(schedule.read_text().split()) == 7
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_interrupt_writes_the_best_so_far(tmp_path, sig):
+    """Issue 8: SIGINT or SIGTERM during a solve writes the best answers found so far (valid
+    under the evaluator) and a summary marked interrupted, then exits 130. The signal comes
+    once Problem 1's list scheduler has answered, during the CP-SAT refinement."""
+    exe = Path(sys.executable).with_name("npuopt")
+    if not exe.exists():
+        pytest.skip(f"console script not installed beside {sys.executable}")
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [exe, "solve", "--out", out, "--time-limit", "300", "--seed", "1"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:  # progress lines: wait for the first Problem 1 answer
+        if "] P1:" in line:
+            break
+    proc.send_signal(getattr(__import__("signal"), sig))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert f"interrupted ({sig})" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] == sig and summary["cases"][0]["interrupted"] == sig
+    check = run("evaluate", bundled("demo_conv.json"), "--problem", 1, "--dir", out / "Problem1")
+    assert check.exit_code == 0, check.output

@@ -83,15 +83,15 @@ def test_heuristics_method_skips_the_cp_sat_refinement():
 
 
 def test_full_method_proves_small_placements_optimal_for_their_order():
-    """A generated conv graph of 156 nodes (48 buffers) with L1 cut to 80% of the program
-    order's peak: the heuristics need spills; the full model then runs on the chosen order
-    (under FULL_PLACEMENT_BUFFERS) and proves the answer's traffic optimal for that order.
+    """A generated conv graph of 108 nodes with L1 cut to 80% of the program order's peak:
+    the heuristics need spills; the full model then runs on the chosen order (under
+    FULL_PLACEMENT_BUFFERS) and proves the answer's traffic optimal for that order.
     The global traffic bound (forced-live) stays a valid, smaller number."""
-    inst = parse_instance(generate("conv", seed=3, nodes=150), name="conv3", source="gen")
+    inst = parse_instance(generate("conv", seed=3, nodes=80), name="conv3", source="gen")
     order = list_schedule(inst, "program", program_rank(inst))
     peak = evaluate_order(inst, order).max_v_stay_units or 0
     tight = Hardware(capacity={"L1": int(0.8 * peak)})
-    result = solve_instance(inst, SolveOptions(time_limit_s=12, hardware=tight))
+    result = solve_instance(inst, SolveOptions(time_limit_s=8, hardware=tight))
     assert result.p2 is not None and result.p2.evaluation.valid
     traffic = result.p2.evaluation.extra_traffic_units
     assert traffic and result.p2_order_bound == traffic
