@@ -523,7 +523,9 @@ def _describe(exc: ValidationError, data: Mapping[str, Any]) -> str:
     elif loc:
         where = f"field {'.'.join(map(str, loc))}"
     more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-    return f"{where}: {message}{more}" if where else f"{message}{more}"
+    text = f"{where}: {message}{more}" if where else f"{message}{more}"
+    # One line, whatever the input's keys hold (a field name may contain a newline).
+    return " ".join(text.split())
 
 
 def case_name(path: str | Path) -> str:
