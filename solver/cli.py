@@ -343,13 +343,29 @@ def generate(
     family: Annotated[str, typer.Argument(help=f"Family: {', '.join(FAMILIES)}.")],
     out: Annotated[Path, typer.Option(help="Output JSON file.")],
     nodes: Annotated[int | None, typer.Option(min=1, help="Scale to about N nodes.")] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--param",
+            help="A family parameter NAME=INT (e.g. m=8 for matmul), instead of --nodes.",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed; same seed, same graph.")] = 0,
 ) -> None:
-    """Generate a contest-shaped instance and write it as JSON."""
+    """Generate a contest-shaped instance and write it as JSON.
+
+    Families and their parameters: conv (layers, tiles, groups, halo, residual), matmul (m, n,
+    k), flashattention (rows, cols), random (layers, width, fan_in), compose (matmul, then
+    flashattention, then conv, chained).
+    """
     with bad_input_exits():
         if family not in FAMILIES:
             raise NpuoptError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
-        data = generate_graph(family, seed=seed, nodes=nodes)
+        shape = dict(_parameter(text) for text in param or [])
+        try:
+            data = generate_graph(family, seed=seed, nodes=nodes, **shape)
+        except (ValueError, TypeError) as exc:
+            raise NpuoptError(f"generate {family}: {exc}") from None
         instance = parse_instance(data, name=out.stem, source=f"generated {family}")
     text = '{"Nodes": [\n' + ",\n".join(json.dumps(n) for n in data["Nodes"])
     text += '\n],\n"Edges": ' + json.dumps(data["Edges"]) + "}\n"
@@ -358,6 +374,14 @@ def generate(
         f"{out}: {instance.n_nodes:,} nodes, {len(instance.edge_array()):,} edges, "
         f"{len(instance.buffers):,} buffers ({family}, seed {seed})"
     )
+
+
+def _parameter(text: str) -> tuple[str, int]:
+    """``NAME=INT`` of ``--param``."""
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value.strip().lstrip("-").isdigit():
+        raise NpuoptError(f"--param {text!r}: expected NAME=INTEGER, e.g. m=8")
+    return name.strip(), int(value)
 
 
 if __name__ == "__main__":  # python -m solver.cli

@@ -1,10 +1,14 @@
-"""The conv generator: valid graphs, reproducible from the seed, sized by --nodes."""
+"""The generators: valid graphs for every family and seed, reproducible from the seed, sized by
+--nodes, with the official cases' structure where the family copies one."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
-from instances.generator import OP_L1_UNITS, generate
+from instances.generator import FAMILIES, OP_L1_UNITS, generate
+from solver.hardware import DEFAULT_HARDWARE
 from solver.instance import parse_instance
 
 
@@ -21,9 +25,54 @@ def test_generated_graphs_validate_and_fit(seed, nodes):
     assert {"COPY_IN", "MOVE", "CONV", "COPY_OUT"} <= {inst.nodes[v].op for v in inst.op_ids}
 
 
-def test_same_seed_same_graph():
-    assert generate("conv", seed=4, nodes=500) == generate("conv", seed=4, nodes=500)
-    assert generate("conv", seed=4, nodes=500) != generate("conv", seed=5, nodes=500)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_same_seed_same_graph(family):
+    assert generate(family, seed=4, nodes=500) == generate(family, seed=4, nodes=500)
+    if family not in ("matmul",):  # matmul's only randomness is a few cycles of jitter
+        assert generate(family, seed=4, nodes=500) != generate(family, seed=5, nodes=500)
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("nodes", [120, 1500])
+def test_every_family_validates_and_fits(family, seed, nodes):
+    """Every family and seed gives a graph the validator accepts, of about the size asked,
+    whose ops each fit their memories (so Problem 2 is feasible), in program (id) order."""
+    inst = parse_instance(generate(family, seed=seed, nodes=nodes))
+    assert 0.3 * nodes <= inst.n_nodes <= 2.5 * nodes
+    assert all(a < b for a, b in inst.edges)
+    for v in inst.op_ids:
+        need = Counter()
+        for b in inst.bufs_of(v):
+            need[inst.buffers[b].memory] += inst.buffers[b].size_units
+        assert all(units <= DEFAULT_HARDWARE.capacity(m) for m, units in need.items())
+
+
+def test_matmul_has_the_official_shape():
+    """8 x 8 x 8 blocks: the node and op counts of Matmul_Case0 (4,160 nodes: 128 COPY_IN,
+    1,024 MOVE, 512 MATMUL, 64 COPY_OUT; 128 L1, 512 L0A, 512 L0B, 64 L0C buffers)."""
+    inst = parse_instance(generate("matmul", seed=0, m=8, n=8, k=8))
+    assert inst.n_nodes == 4_160
+    ops = Counter(inst.nodes[v].op for v in inst.op_ids)
+    assert ops == {"COPY_IN": 128, "MOVE": 1_024, "MATMUL": 512, "COPY_OUT": 64}
+    memories = Counter(buf.memory for buf in inst.buffers.values())
+    assert memories == {"L1": 128, "L0A": 512, "L0B": 512, "L0C": 64}
+
+
+def test_compose_chains_its_parts():
+    """compose = matmul, then flashattention, then conv: each part's loads wait for the
+    stores of the part before, so the graph is one piece and every part's ops appear."""
+    inst = parse_instance(generate("compose", seed=2, nodes=900))
+    ops = {inst.nodes[v].op for v in inst.op_ids}
+    assert {"MATMUL", "ROWMAX", "CONV"} <= ops
+    stores = {v for v in inst.op_ids if inst.nodes[v].op == "COPY_OUT"}
+    crossing = [(a, b) for a, b in inst.edges if a in stores and inst.nodes[b].op == "COPY_IN"]
+    assert crossing
+
+
+def test_unknown_parameter_names_the_fields():
+    with pytest.raises(ValueError, match="MatmulShape has no parameter 'q'; it has m, n, k"):
+        generate("matmul", seed=0, q=3)
 
 
 def test_ids_follow_program_order():

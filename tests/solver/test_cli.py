@@ -238,3 +238,29 @@ def test_interrupt_writes_the_best_so_far(tmp_path, sig):
     assert summary["interrupted"] == sig and summary["cases"][0]["interrupted"] == sig
     check = run("evaluate", bundled("demo_conv.json"), "--problem", 1, "--dir", out / "Problem1")
     assert check.exit_code == 0, check.output
+
+
+def test_generate_every_family_with_params(tmp_path):
+    out = tmp_path / "mm.json"
+    done = run(
+        "generate", "matmul", "--param", "m=2", "--param", "n=3", "--param", "k=2", "--out", out
+    )
+    assert done.exit_code == 0, done.output
+    assert "matmul, seed 0" in done.output and out.exists()
+    for family in ("flashattention", "random", "compose"):
+        result = run("generate", family, "--nodes", 400, "--seed", 1, "--out", tmp_path / "g.json")
+        assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--param", "m8"], "expected NAME=INTEGER"),
+        (["--param", "m=x"], "expected NAME=INTEGER"),
+        (["--param", "q=3"], "MatmulShape has no parameter 'q'"),
+    ],
+)
+def test_generate_bad_params_exit_2(tmp_path, args, words):
+    result = run("generate", "matmul", *args, "--out", tmp_path / "x.json")
+    assert result.exit_code == 2 and words in result.output
+    assert not (tmp_path / "x.json").exists()
