@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import date
 from enum import Enum
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -20,9 +22,12 @@ from typing import Annotated, Any
 
 import typer
 
-from instances import bundled
+from instances import OFFICIAL_CASES, bundled, official_case
 from instances.generator import FAMILIES
 from instances.generator import generate as generate_graph
+from solver.bench import COLUMNS as BENCH_COLUMNS
+from solver.bench import done_keys, git_commit, read_rows, run_study, write_readme
+from solver.bench import tasks as bench_tasks
 from solver.bounds import makespan_bound, order_bound
 from solver.errors import NpuoptError
 from solver.evaluate import evaluate as evaluate_solution
@@ -38,6 +43,7 @@ from solver.report import (
     results_table,
 )
 from solver.solve import Candidate, Interrupted, Progress, SolveOptions, solve_instance
+from solver.tables import competition, render, seed_table
 
 #: What ``npuopt solve`` runs on when no graph is given.
 DEMO_GRAPH = bundled("demo_conv.json")
@@ -374,6 +380,92 @@ def generate(
         f"{out}: {instance.n_nodes:,} nodes, {len(instance.edge_array()):,} edges, "
         f"{len(instance.buffers):,} buffers ({family}, seed {seed})"
     )
+
+
+@app.command()
+def bench(
+    graphs: Annotated[
+        list[Path] | None, typer.Argument(help="Graphs to run (with --official: added to them).")
+    ] = None,
+    official: Annotated[
+        bool, typer.Option("--official", help="Add the official cases found on this machine.")
+    ] = False,
+    methods: Annotated[
+        str, typer.Option(help="Comma-separated methods: full, heuristics.")
+    ] = "heuristics,full",
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0",
+    time_limit: Annotated[float, typer.Option(min=0.0, help="Seconds per run.")] = 60.0,
+    jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    name: Annotated[str, typer.Option(help="Study name: results/<date>_<name>.")] = "bench",
+    out: Annotated[Path | None, typer.Option(help="Study folder (overrides --name).")] = None,
+    hardware_file: HardwareOpt = None,
+) -> None:
+    """Run methods x graphs x seeds in worker processes into a study folder (runs.csv, files,
+    README). Running the same command again skips the rows already in runs.csv."""
+    with bad_input_exits():
+        hardware = load_hardware(hardware_file) if hardware_file else DEFAULT_HARDWARE
+        paths = [str(g) for g in graphs or []]
+        if official:
+            paths += [str(p) for n in OFFICIAL_CASES if (p := official_case(n)) is not None]
+        if not paths:
+            raise NpuoptError("no graphs: give GRAPH files or --official")
+        for path in paths:
+            load_instance(path, hardware)  # every input is checked before any run starts
+        try:
+            todo = bench_tasks(
+                paths,
+                [m.strip() for m in methods.split(",") if m.strip()],  # type: ignore[misc]
+                [int(s) for s in seeds.split(",") if s.strip()],
+                time_limit,
+            )
+        except ValueError as exc:
+            raise NpuoptError(f"bench: {exc}") from None
+    folder = out or Path("results") / f"{date.today().isoformat()}_{name}"
+    root = Path(__file__).resolve().parents[1]
+    commit = git_commit(root)
+    already = done_keys(folder)
+    left = sum(t.key not in already for t in todo)
+    typer.echo(f"{folder}: {len(todo)} runs, {len(todo) - left} already done", err=True)
+    command = "npuopt " + " ".join(sys.argv[1:]) if sys.argv else "npuopt bench"
+    write_readme(folder, command, commit, f"methods {methods} on {len(paths)} graphs")
+
+    def show(row: dict[str, Any]) -> None:
+        typer.echo(
+            f"[{row['instance']} {row['method']} seed {row['seed']}] {row['status']}: "
+            f"P1 {row['p1_max_v_stay']}, P2 {row['p2_traffic']}, P3 {row['p3_makespan']} "
+            f"({row['runtime_s']} s)",
+            err=True,
+        )
+
+    run_study(todo, folder, jobs=jobs, hardware=hardware, commit=commit, on_row=show)
+    header, body = competition(read_rows(folder))
+    typer.echo(render(header, body, "md"), nl=False)
+
+
+class TableFormat(str, Enum):
+    md = "md"
+    csv = "csv"
+    tex = "tex"
+
+
+@app.command()
+def table(
+    study: Annotated[Path, typer.Argument(help="A study folder holding runs.csv.")],
+    fmt: Annotated[TableFormat, typer.Option("--format", help="md, csv or tex.")] = TableFormat.md,
+    seeds: Annotated[
+        bool, typer.Option("--seeds", help="The per-seed mean/min/max table instead.")
+    ] = False,
+) -> None:
+    """Print a study's competition table (or its per-seed table) as Markdown, CSV or LaTeX."""
+    with bad_input_exits():
+        if not (study / "runs.csv").is_file():
+            raise NpuoptError(f"{study}: no runs.csv (run npuopt bench first)")
+        rows = list(read_rows(study))
+        missing = [c for c in BENCH_COLUMNS if rows and c not in rows[0]]
+        if missing:
+            raise NpuoptError(f"{study / 'runs.csv'}: line 1: missing column {missing[0]!r}")
+    header, body = seed_table(rows) if seeds else competition(rows)
+    typer.echo(render(header, body, fmt.value), nl=False)
 
 
 def _parameter(text: str) -> tuple[str, int]:
