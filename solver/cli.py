@@ -468,6 +468,88 @@ def table(
     typer.echo(render(header, body, fmt.value), nl=False)
 
 
+class PlotKind(str, Enum):
+    gantt = "gantt"
+    memory = "memory"
+    vstay = "vstay"
+    frontier = "frontier"
+    progress = "progress"
+
+
+@app.command()
+def plot(
+    kind: Annotated[PlotKind, typer.Argument(help="gantt, memory, vstay, frontier or progress.")],
+    out: Annotated[Path, typer.Option(help="Image file: .png, .svg or .pdf.")],
+    graph: Annotated[
+        Path | None, typer.Option(help="Graph (gantt, memory, vstay).", show_default=False)
+    ] = None,
+    problem_dir: Annotated[
+        Path | None, typer.Option("--dir", help="ProblemN folder of the solution to draw.")
+    ] = None,
+    problem: Annotated[int, typer.Option(min=1, max=3, help="Problem of --dir.")] = 3,
+    memory: Annotated[str, typer.Option(help="Memory of the memory map.")] = "UB",
+    summary: Annotated[
+        Path | None, typer.Option(help="summary.json of a solve (frontier, progress).")
+    ] = None,
+    case: Annotated[str | None, typer.Option(help="Case in the summary (default: first).")] = None,
+    hardware_file: HardwareOpt = None,
+) -> None:
+    """Draw a solution (pipe chart, memory map, V_stay curve) or a solve (frontier, progress)
+    into an image file; never opens a window."""
+    try:
+        from solver import plots
+    except ImportError:  # pragma: no cover - the plot extra is not installed
+        typer.echo("npuopt: error: plotting needs matplotlib: pip install 'npuopt[plot]'", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    with bad_input_exits():
+        if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+            raise NpuoptError(f"{out}: the image must end in .png, .svg or .pdf")
+        if kind in (PlotKind.frontier, PlotKind.progress):
+            if summary is None:
+                raise NpuoptError(f"plot {kind.value} needs --summary SUMMARY_JSON")
+            row = _summary_case(summary, case)
+        else:
+            if graph is None or problem_dir is None:
+                raise NpuoptError(f"plot {kind.value} needs --graph GRAPH and --dir PROBLEM_DIR")
+            instance, hardware = _load(graph, hardware_file)
+            files = _problem_files(instance.name, problem, problem_dir, None, None, None)
+            solution = read_solution(files, instance, problem, hardware)
+            if kind is not PlotKind.vstay and problem == 1:
+                raise NpuoptError(f"plot {kind.value} draws a Problem 2/3 solution (--problem)")
+            if not evaluate_solution(instance, solution, problem, hardware).valid:
+                raise NpuoptError(f"{problem_dir}: not a valid solution (npuopt evaluate says why)")
+    if kind is PlotKind.gantt:
+        ax = plots.gantt(instance, solution, hardware=hardware)
+    elif kind is PlotKind.memory:
+        ax = plots.memory_map(instance, solution, memory, hardware=hardware)
+    elif kind is PlotKind.vstay:
+        ax = plots.vstay_curve(instance, solution)
+    elif kind is PlotKind.frontier:
+        points = [(p["extra_traffic_units"], p["makespan_cycles"]) for p in row["frontier"]]
+        ax = plots.frontier(points)
+    else:
+        ax = plots.progress([(h["seconds"], h["problem"], h["value"]) for h in row["history"]])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ax.get_figure(root=True).savefig(out, bbox_inches="tight")  # type: ignore[union-attr]
+    typer.echo(f"{out}: {kind.value}")
+
+
+def _summary_case(path: Path, case: str | None) -> dict[str, Any]:
+    """A case of a summary.json, with its frontier and history (an NpuoptError if absent)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise NpuoptError(f"{path}: cannot read a summary: {exc}") from None
+    cases = data.get("cases", []) if isinstance(data, dict) else []
+    chosen = next((c for c in cases if case in (None, c.get("case"))), None)
+    if chosen is None:
+        raise NpuoptError(f"{path}: no case {case!r}" if case else f"{path}: no cases")
+    return {
+        "frontier": chosen.get("p3", {}).get("frontier", []),
+        "history": chosen.get("history", []),
+    }
+
+
 def _parameter(text: str) -> tuple[str, int]:
     """``NAME=INT`` of ``--param``."""
     name, sep, value = text.partition("=")

@@ -168,6 +168,7 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
         "case": result.case,
         "interrupted": result.interrupted,
         "runtime_s": round(result.runtime_s, 3),
+        "history": [{"seconds": t, "problem": p, "value": v} for t, p, v in result.history],
         "stage_s": {k: round(v, 3) for k, v in result.stage_s.items()},
         "bounds": {
             "p1_units": result.order_bound.units,

@@ -173,10 +173,25 @@ class CaseResult:
     interrupted: str | None = None  # what stopped the run early, if anything
     runtime_s: float = 0.0
     stage_s: dict[str, float] = field(default_factory=dict)
+    #: (seconds since the start, problem, value) each time an answer improved.
+    history: list[tuple[float, int, int]] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
 
     def best(self, problem: int) -> Candidate | None:
         """The answer to ``problem``."""
         return {1: self.p1, 2: self.p2, 3: self.p3}[problem]
+
+    def note(self) -> None:
+        """Record the current answers' values in ``history`` where they changed."""
+        elapsed = round(time.monotonic() - self.started, 3)
+        for problem in (1, 2, 3):
+            candidate = self.best(problem)
+            if candidate is None:
+                continue
+            value = candidate.evaluation.objective()[0]
+            last = [v for _, p, v in self.history if p == problem]
+            if not last or value != last[-1]:
+                self.history.append((elapsed, problem, value))
 
 
 @dataclass(frozen=True)
@@ -245,6 +260,7 @@ def _pipeline(
     if valid_runs:
         best = valid_runs[0]
         result.p1 = Candidate(f"list-{best.policy}", best.solution, best.evaluation)
+        result.note()
         report("P1", f"max V_stay {best.evaluation.max_v_stay_units:,} ({best.policy} policy)")
         if options.method == "full":
             work = (P1_ALONE_WORK if alone else P1_WORK) * options.time_limit_s
@@ -285,6 +301,7 @@ def _pipeline(
         report("P2", "no valid placement found")
         return
     result.p2 = min(result.candidates, key=lambda c: c.evaluation.objective())
+    result.note()
     if options.method == "full":
         _refine_placement(instance, result, options, rng, started, report)
     e2 = result.p2.evaluation
@@ -294,6 +311,7 @@ def _pipeline(
         f"makespan {e2.makespan_cycles:,} ({result.p2.method})",
     )
     result.p3 = _fastest_within_budget(result, options)
+    result.note()
     if options.method == "full":
         _refine_pipes(instance, result, options, rng, started, report)
     _settle(instance, options, result)
@@ -332,6 +350,7 @@ def _offer(result: CaseResult, candidate: Candidate) -> None:
         and as_p3.objective() < current.objective()
     ):
         result.p3 = Candidate(candidate.method, candidate.solution, as_p3)
+    result.note()
 
 
 def _settle(instance: Instance, options: SolveOptions, result: CaseResult) -> None:
@@ -353,6 +372,7 @@ def _settle(instance: Instance, options: SolveOptions, result: CaseResult) -> No
         result.frontier = _frontier(result.candidates)
     if result.p3 is not None:
         result.p3_bound = makespan_bound(instance, result.p3.solution)
+    result.note()
 
 
 def _refine_order(
@@ -476,6 +496,7 @@ def _keep_if_better(
     new, old = evaluation.objective(), result.p1.evaluation.objective()
     if evaluation.valid and (new < old or (ties and new == old)):
         result.p1 = Candidate(method, solution, evaluation)
+        result.note()
 
 
 def _refine_placement(
