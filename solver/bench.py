@@ -27,6 +27,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from solver.errors import NpuoptError
 from solver.files import atomic_write_text, write_solution
 from solver.hardware import DEFAULT_HARDWARE, Hardware
 from solver.instance import load_instance
@@ -183,39 +184,84 @@ def run_study(
     hardware: Hardware = DEFAULT_HARDWARE,
     commit: str = "unknown",
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    ray_address: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Run the tasks not yet in ``out/runs.csv`` on ``jobs`` worker processes, appending each
-    row as its task finishes; return the new rows."""
+    """Run the tasks not yet in ``out/runs.csv`` on ``jobs`` worker processes (or, with
+    ``ray_address``, as tasks of a Ray cluster: ``"local"`` starts one on this machine),
+    appending each row as its task finishes; return the new rows."""
     out.mkdir(parents=True, exist_ok=True)
     done = done_keys(out)
     pending = [t for t in todo if t.key not in done]
     rows: list[dict[str, Any]] = []
     with _appender(out / "runs.csv") as append:
-        if jobs <= 1:
+
+        def record(finished: dict[str, Any]) -> None:
+            rows.append(finished)
+            append(finished)
+            if on_row is not None:
+                on_row(finished)
+
+        if ray_address is not None:
+            for finished in _on_ray(pending, str(out), hardware, commit, ray_address, jobs):
+                record(finished)
+        elif jobs <= 1:
             for task in pending:
-                rows.append(run_task(task, str(out), hardware, commit))
-                append(rows[-1])
-                if on_row is not None:
-                    on_row(rows[-1])
-            return rows
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            running: set[Future[dict[str, Any]]] = set()
-            queue = iter(pending)
-            for task in queue:
-                running.add(pool.submit(run_task, task, str(out), hardware, commit))
-                if len(running) >= jobs:
-                    break
-            while running:
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    rows.append(future.result())
-                    append(rows[-1])
-                    if on_row is not None:
-                        on_row(rows[-1])
-                    following = next(queue, None)
-                    if following is not None:
-                        running.add(pool.submit(run_task, following, str(out), hardware, commit))
+                record(run_task(task, str(out), hardware, commit))
+        else:
+            for finished in _in_processes(pending, str(out), hardware, commit, jobs):
+                record(finished)
     return rows
+
+
+def _in_processes(
+    pending: Sequence[Task], out: str, hardware: Hardware, commit: str, jobs: int
+) -> Iterator[dict[str, Any]]:
+    """Run the tasks on ``jobs`` worker processes, at most ``jobs`` at a time, and yield their
+    rows as they finish."""
+    queue = iter(pending)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        running: set[Future[dict[str, Any]]] = set()
+        for task in queue:
+            running.add(pool.submit(run_task, task, out, hardware, commit))
+            if len(running) >= jobs:
+                break
+        while running:
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield future.result()
+                following = next(queue, None)
+                if following is not None:
+                    running.add(pool.submit(run_task, following, out, hardware, commit))
+
+
+def _on_ray(
+    pending: Sequence[Task],
+    out: str,
+    hardware: Hardware,
+    commit: str,
+    address: str,
+    jobs: int,
+) -> Iterator[dict[str, Any]]:
+    """Run the tasks on a Ray cluster and yield their rows as they finish. Every worker writes
+    into ``out``: on a cluster of several machines it must be a shared folder."""
+    if not pending:
+        return
+    try:
+        import ray
+    except ImportError:
+        raise NpuoptError("--ray needs Ray: pip install 'npuopt[ray]'") from None
+    if address == "local":
+        ray.init(num_cpus=jobs, include_dashboard=False, ignore_reinit_error=True)
+    else:
+        ray.init(address=address, ignore_reinit_error=True)
+    try:
+        remote = ray.remote(num_cpus=1)(run_task)
+        running = [remote.remote(task, out, hardware, commit) for task in pending]
+        while running:
+            finished, running = ray.wait(running, num_returns=1)
+            yield ray.get(finished[0])
+    finally:
+        ray.shutdown()
 
 
 @contextmanager

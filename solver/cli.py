@@ -398,10 +398,18 @@ def bench(
     jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
     name: Annotated[str, typer.Option(help="Study name: results/<date>_<name>.")] = "bench",
     out: Annotated[Path | None, typer.Option(help="Study folder (overrides --name).")] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            help="Run on a Ray cluster at ADDRESS ('local': start one here with --jobs CPUs).",
+        ),
+    ] = None,
     hardware_file: HardwareOpt = None,
 ) -> None:
-    """Run methods x graphs x seeds in worker processes into a study folder (runs.csv, files,
-    README). Running the same command again skips the rows already in runs.csv."""
+    """Run methods x graphs x seeds in worker processes (or on a Ray cluster) into a study
+    folder (runs.csv, files, README). Running the same command again skips the rows already
+    in runs.csv."""
     with bad_input_exits():
         hardware = load_hardware(hardware_file) if hardware_file else DEFAULT_HARDWARE
         paths = [str(g) for g in graphs or []]
@@ -437,7 +445,10 @@ def bench(
             err=True,
         )
 
-    run_study(todo, folder, jobs=jobs, hardware=hardware, commit=commit, on_row=show)
+    with bad_input_exits():
+        run_study(
+            todo, folder, jobs=jobs, hardware=hardware, commit=commit, on_row=show, ray_address=ray
+        )
     header, body = competition(read_rows(folder))
     typer.echo(render(header, body, "md"), nl=False)
 

@@ -81,3 +81,20 @@ def test_table_command(tmp_path):
 def test_bench_command_needs_graphs(tmp_path):
     result = runner.invoke(app, ["bench", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "no graphs" in result.output
+
+
+def test_a_study_runs_on_a_local_ray_runtime(tmp_path):
+    """--ray local: the same study as tasks of a real Ray runtime started here (not a mock):
+    the rows and files are those of the worker-process path."""
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install npuopt[ray])")
+    graphs = [str(data_path("example7.json")), str(data_path("forced_spill.json"))]
+    todo = tasks(graphs, ["heuristics"], [0], 1.0)
+    rows = run_study(todo, tmp_path, jobs=2, commit="ray", ray_address="local")
+    assert sorted(r["instance"] for r in rows) == ["example7", "forced_spill"]
+    assert all(r["status"] == "ok" for r in rows_of(tmp_path))
+    reference = run_study(todo, tmp_path / "processes", jobs=2, commit="ray")
+    pick = ("instance", "p1_max_v_stay", "p2_traffic", "p3_makespan")
+    assert sorted(tuple(str(r[k]) for k in pick) for r in rows) == sorted(
+        tuple(str(r[k]) for k in pick) for r in reference
+    )
+    assert run_study(todo, tmp_path, jobs=2, ray_address="local") == []  # resumes: nothing left
