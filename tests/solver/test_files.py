@@ -84,3 +84,16 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     atomic_write_text(target, "two\n")
     assert target.read_text() == "two\n"
     assert [p.name for p in target.parent.iterdir()] == ["file.txt"]
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    """Regression (found making the bundled instances): the temp file behind an atomic write
+    is created 0600; the result must get the mode any new file gets under the umask."""
+    import os
+
+    mask = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "x.txt", "1\n")
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "x.txt").stat().st_mode & 0o777 == 0o644
