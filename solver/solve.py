@@ -335,21 +335,15 @@ def _fastest_within_budget(result: CaseResult, options: SolveOptions) -> Candida
     return Candidate(p3.method, p3.solution, replace(p3.evaluation, problem=3))
 
 
-def _offer(result: CaseResult, candidate: Candidate) -> None:
-    """Record a valid Problem 2/3 candidate; it becomes the Problem 2 answer if it ranks first
-    there, and the Problem 3 answer if it is faster within the traffic budget (checked by
-    :func:`_fastest_within_budget` at the end; here: at no more traffic than the current)."""
+def _offer(result: CaseResult, candidate: Candidate, options: SolveOptions) -> None:
+    """Record a valid Problem 2/3 candidate at once (an interrupted run keeps it): it becomes
+    the Problem 2 answer if it ranks first there, and the Problem 3 answer is again the
+    fastest candidate within the traffic budget."""
     result.candidates.append(candidate)
     as_p2 = replace(candidate.evaluation, problem=2)
     if result.p2 is None or as_p2.objective() < result.p2.evaluation.objective():
         result.p2 = Candidate(candidate.method, candidate.solution, as_p2)
-    as_p3 = replace(candidate.evaluation, problem=3)
-    current = result.p3.evaluation if result.p3 is not None else None
-    if current is None or (
-        (as_p3.extra_traffic_units or 0) <= (current.extra_traffic_units or 0)
-        and as_p3.objective() < current.objective()
-    ):
-        result.p3 = Candidate(candidate.method, candidate.solution, as_p3)
+    result.p3 = _fastest_within_budget(result, options)
     result.note()
 
 
@@ -364,11 +358,8 @@ def _settle(instance: Instance, options: SolveOptions, result: CaseResult) -> No
         best2 = min(ranked, key=lambda c: c.evaluation.objective())
         if result.p2 is None or best2.evaluation.objective() < result.p2.evaluation.objective():
             result.p2 = best2
-        fastest = _fastest_within_budget(result, options)
-        if fastest is not None and (
-            result.p3 is None or fastest.evaluation.objective() < result.p3.evaluation.objective()
-        ):
-            result.p3 = fastest
+        # Problem 2's traffic may have dropped since: the budget is checked again.
+        result.p3 = _fastest_within_budget(result, options)
         result.frontier = _frontier(result.candidates)
     if result.p3 is not None:
         result.p3_bound = makespan_bound(instance, result.p3.solution)
@@ -523,7 +514,7 @@ def _refine_placement(
         for variant, suffix in ((solution, ""), (compact(instance, solution), "+compact")):
             judged = evaluate(instance, variant, 2, hardware, options.reuse_rule)
             if judged.valid:  # valid by construction; never trust it blindly
-                _offer(result, Candidate(method + suffix, variant, judged))
+                _offer(result, Candidate(method + suffix, variant, judged), options)
             else:
                 log.warning("placement model gave an invalid solution: %s", judged.violations[:1])
 
@@ -608,7 +599,7 @@ def _refine_pipes(
     method = f"{result.p3.method}+cp-sat-pipes"
 
     def keep(timed: PipeFrame) -> None:
-        _offer(result, Candidate(method, timed.solution, timed.evaluation))
+        _offer(result, Candidate(method, timed.solution, timed.evaluation), options)
 
     # From the configured limit, never from the clock: the same work on every run.
     budget = P3_WORK * options.time_limit_s

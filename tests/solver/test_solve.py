@@ -25,6 +25,9 @@ def test_every_fixture_gets_three_valid_answers(name):
         assert candidate is not None
         again = evaluate(inst, candidate.solution, problem)
         assert again.valid and again.objective() == candidate.evaluation.objective()
+    assert result.p2 is not None and result.p3 is not None
+    traffic = result.p2.evaluation.extra_traffic_units or 0
+    assert (result.p3.evaluation.extra_traffic_units or 0) <= traffic  # slack 0: no more
 
 
 def test_p3_traffic_stays_within_the_p2_budget():
