@@ -42,6 +42,7 @@ from ortools.sat.python import cp_model
 
 from models.common import STATUS, make_solver
 from solver.evaluate import (
+    Evaluation,
     ReuseRule,
     Segment,
     evaluate,
@@ -85,6 +86,8 @@ class PipeFrame:
         The incumbent's makespan.
     hardware
         Capacities and layout rules (for moving addresses).
+    evaluation
+        The evaluator's account of the incumbent (Problem 3).
     """
 
     solution: Solution
@@ -97,6 +100,7 @@ class PipeFrame:
     tail: np.ndarray
     makespan: int
     hardware: Hardware
+    evaluation: Evaluation
 
 
 def frame(
@@ -148,6 +152,7 @@ def frame(
         tail,
         int(judged.makespan_cycles or 0),
         hardware,
+        judged,
     )
 
 
