@@ -4,7 +4,8 @@ graph, one process per case so wall time and peak memory are per case.
 Usage::
 
     python benchmarks/cases.py [--name pipeline] [--problem all|1|2|3] [--time-limit 600]
-                               [--method full|heuristics] [--seed 0] [--nodes 36000]
+                               [--method full|heuristics] [--reuse-rule residency|literal]
+                               [--seed 0] [--nodes 36000]
                                [--no-generated] [--out DIR]
 
 Writes into ``--out`` (default ``results/<date>_<name>``): ``runs/<case>/`` (attachment files and
@@ -58,6 +59,8 @@ def run_case(graph: Path, out: Path, args: argparse.Namespace) -> dict:
         args.problem,
         "--method",
         args.method,
+        "--reuse-rule",
+        args.reuse_rule,
         "--quiet",
     ]
     started = time.monotonic()
@@ -132,6 +135,7 @@ def main() -> None:
     parser.add_argument("--problem", default="all", choices=["all", "1", "2", "3"])
     parser.add_argument("--time-limit", type=float, default=600.0)
     parser.add_argument("--method", default="full", choices=["full", "heuristics"])
+    parser.add_argument("--reuse-rule", default="residency", choices=["residency", "literal"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--nodes", type=int, default=36_000, help="size of the generated graph")
     parser.add_argument("--no-generated", action="store_true", help="official cases only")
@@ -196,14 +200,16 @@ def main() -> None:
     ).stdout.strip()
     command = (
         f"python benchmarks/cases.py --name {args.name} --problem {args.problem} "
-        f"--method {args.method} --time-limit {args.time_limit:g} --seed {args.seed}"
+        f"--method {args.method} --reuse-rule {args.reuse_rule} "
+        f"--time-limit {args.time_limit:g} --seed {args.seed}"
         + (" --no-generated" if args.no_generated else f" --nodes {args.nodes}")
     )
     (out / "README.md").write_text(
         f"# {args.name}: `npuopt solve --problem {args.problem} --method {args.method} "
         f"--time-limit {args.time_limit:g}` "
         f"({today})\n\n"
-        f"Command: `{command}`  \nCommit: `{commit}`; machine: 2 cores; reuse rule: residency.\n"
+        f"Command: `{command}`  \nCommit: `{commit}`; machine: 2 cores; "
+        f"reuse rule: {args.reuse_rule}.\n"
         + (
             ""
             if args.no_generated
