@@ -7,10 +7,11 @@ Usage::
 
 For each size it generates a Conv-shaped graph (``npuopt generate conv --nodes N --seed 3``)
 and measures, each in its own process: loading, the heuristics alone (``npuopt solve --method
-heuristics`` with the same time limit), the evaluator on the Problem 2 answer they wrote (``npuopt evaluate``), and a
-full ``npuopt solve --time-limit T``: wall seconds and peak resident memory. Writes
-``results/<date>_scale/`` (README with the command and commit, ``runs.csv``, ``table.md``).
-Wall times are this machine's (2 cores); compare rows within one run.
+heuristics`` with the same time limit), the evaluator on the Problem 2 answer they wrote
+(``npuopt evaluate``, loading included), and a full ``npuopt solve --time-limit T``: wall
+seconds and peak resident memory. Writes ``results/<date>_scale/`` (README with the command
+and commit, ``runs.csv``, ``table.md``). Wall times are this machine's (2 cores); compare
+rows within one run.
 """
 
 from __future__ import annotations
