@@ -8,10 +8,10 @@ Usage::
 For each size it generates a Conv-shaped graph (``npuopt generate conv --nodes N --seed 3``)
 and measures, each in its own process: loading, the heuristics alone (``npuopt solve --method
 heuristics`` with the same time limit), the evaluator on the Problem 2 answer they wrote
-(``npuopt evaluate``, loading included), and a full ``npuopt solve --time-limit T``: wall
-seconds and peak resident memory. Writes ``results/<date>_scale/`` (README with the command
-and commit, ``runs.csv``, ``table.md``). Wall times are this machine's (2 cores); compare
-rows within one run.
+(``npuopt evaluate``, loading included, and the evaluator call alone), and a full ``npuopt solve
+--time-limit T``: wall seconds and peak resident memory. Writes ``results/<date>_scale/``
+(README with the command and commit, ``runs.csv``, ``table.md``). Wall times are this
+machine's (2 cores); compare rows within one run.
 """
 
 from __future__ import annotations
@@ -41,6 +41,34 @@ def measure(args: list[str]) -> tuple[float, float, int]:
     return time.monotonic() - started, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
+_EVALUATE_IN_PROCESS = """
+import json, sys, time
+from solver.evaluate import evaluate
+from solver.files import ProblemFiles, read_solution
+from solver.hardware import DEFAULT_HARDWARE
+from solver.instance import load_instance
+instance = load_instance(sys.argv[1])
+solution = read_solution(ProblemFiles.in_dir(sys.argv[2], instance.name), instance, 2,
+                         DEFAULT_HARDWARE)
+started = time.perf_counter()
+result = evaluate(instance, solution, 2)
+print(json.dumps({"seconds": time.perf_counter() - started, "valid": result.valid}))
+"""
+
+
+def evaluate_seconds(graph: Path, problem_dir: Path) -> tuple[float, bool]:
+    """Seconds of the evaluator alone (loading excluded) on a Problem 2 answer, and its verdict."""
+    out = subprocess.run(
+        [sys.executable, "-c", _EVALUATE_IN_PROCESS, str(graph), str(problem_dir)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result = json.loads(out)
+    return result["seconds"], result["valid"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 5000, 10000, 36000, 100000])
@@ -68,7 +96,7 @@ def main() -> None:
                 "--method",
                 "heuristics",
                 "--time-limit",
-                "600",
+                str(args.time_limit),
                 "--out",
                 str(heur),
                 "--quiet",
@@ -77,6 +105,7 @@ def main() -> None:
         e_s, e_mib, e_code = measure(
             ["evaluate", str(graph), "--problem", "2", "--dir", str(heur / "Problem2")]
         )
+        eval_s, eval_valid = evaluate_seconds(graph, heur / "Problem2")
         f_s, f_mib, f_code = measure(
             [
                 "solve",
@@ -88,6 +117,7 @@ def main() -> None:
                 "--quiet",
             ]  # fmt: skip
         )
+        all_ok = h_code == e_code == f_code == 0 and eval_valid
         nodes = len(json.loads(graph.read_text())["Nodes"])
         rows.append(
             {
@@ -96,9 +126,10 @@ def main() -> None:
                 f"heuristics {args.time_limit:g} s: wall s": f"{h_s:.1f}",
                 "heuristics MiB": f"{h_mib:.0f}",
                 "evaluate P2 s (load included)": f"{e_s:.1f}",
+                "evaluator alone s": f"{eval_s:.2f}",
                 f"solve {args.time_limit:g} s: wall s": f"{f_s:.1f}",
                 "solve peak MiB": f"{f_mib:.0f}",
-                "all exit 0": "yes" if h_code == e_code == f_code == 0 else "NO",
+                "all exit 0, valid": "yes" if all_ok else "NO",
             }
         )
         print(f"{size}: {rows[-1]}", file=sys.stderr)
