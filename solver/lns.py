@@ -151,7 +151,8 @@ def run_lns(
         Source of every random choice (neighbourhood draws, windows, sub-solver seeds).
     deadline
         ``time.monotonic()`` value at which to stop whatever the budgets say; a step never
-        starts with less than a fifth of its slice left.
+        starts with less than a fifth of its slice, or than the slowest step so far took, left
+        (on large graphs a step's bookkeeping can outlast its slice).
     params
         Window sizes, slice, step limit.
     lower_bound
@@ -175,6 +176,7 @@ def run_lns(
     size = float(params.initial_window)
     index = 0
     work = 0.0
+    longest = 0.0  # the slowest step so far: the next one starts only if that much is left
     while True:
         if lower_bound is not None and best_key <= lower_bound:
             result.proven_optimal = True
@@ -184,7 +186,7 @@ def run_lns(
         if params.work_budget is not None and work >= params.work_budget:
             break
         left = deadline - time.monotonic()
-        if left < 0.2 * params.step_time_s or not neighbourhoods:
+        if left < max(0.2 * params.step_time_s, longest) or not neighbourhoods:
             break
         chosen = int(rng.choice(len(neighbourhoods), p=scores / scores.sum()))
         hood = neighbourhoods[chosen]
@@ -228,6 +230,7 @@ def run_lns(
             outcome=outcome,
             runtime_s=time.monotonic() - started,
         )
+        longest = max(longest, step.runtime_s)
         result.steps.append(step)
         result.best, result.best_key = best, best_key
         if on_step is not None:

@@ -287,14 +287,17 @@ def _pipeline(
     traversal = _search_traversal(instance, options, orders[0][1], rng, deadline, report)
     if traversal is not None and traversal not in (o for _, o in orders):
         orders.insert(0, ("traversal", traversal))
-    last_s = 0.0  # the previous candidate's cost: the next one starts only if it fits too
+    # Each candidate is a whole-graph pass (place, compact, evaluate twice); the next one
+    # starts only if it fits before the Problem 2 deadline too, leaving Problem 3 its share.
+    p2_deadline = started + P2_DEADLINE * options.time_limit_s
+    pass_s = 0.0
     for method, order in orders:
         for policy in PLACEMENT_POLICIES:
             began = time.monotonic()
-            if result.candidates and began + last_s > deadline:
+            if result.candidates and began + pass_s > p2_deadline:
                 break
             candidate = _place_and_compact(instance, order, options, f"{method}+{policy}")
-            last_s = time.monotonic() - began
+            pass_s = max(pass_s, time.monotonic() - began)
             if candidate is not None and candidate.evaluation.valid:
                 result.candidates.append(candidate)
     if not result.candidates:
@@ -313,7 +316,7 @@ def _pipeline(
     result.p3 = _fastest_within_budget(result, options)
     result.note()
     if options.method == "full":
-        _refine_pipes(instance, result, options, rng, started, report)
+        _refine_pipes(instance, result, options, rng, started, pass_s, report)
     _settle(instance, options, result)
     assert result.p3 is not None and result.p3_bound is not None
     e3 = result.p3.evaluation
@@ -584,15 +587,20 @@ def _refine_pipes(
     options: SolveOptions,
     rng: np.random.Generator,
     started: float,
+    pass_s: float,
     report: Callable[[str, str], None],
 ) -> None:
     """Problem 3 refinement of the chosen answer for its budget (``P3_WORK``):
     windowed LNS over the CP-SAT pipe model (spills kept, so is the traffic). Every faster
-    answer is offered to the result at once."""
+    answer is offered to the result at once. ``pass_s`` is what one whole-graph pass took
+    (placing and evaluating a candidate): framing the start costs about as much, so the stage
+    is skipped when less than that is left."""
     assert result.p3 is not None
     hardware, rule = options.hardware, options.reuse_rule
-    start = pipe_frame(instance, result.p3.solution, hardware, rule)
     deadline = started + P3_DEADLINE * options.time_limit_s
+    if deadline - time.monotonic() < pass_s:
+        return
+    start = pipe_frame(instance, result.p3.solution, hardware, rule)
     if start is None or deadline <= time.monotonic():
         return
     seed = int(rng.integers(2**31))

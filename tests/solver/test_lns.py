@@ -125,3 +125,27 @@ def test_lower_bound_stops_as_proven_optimal():
         lower_bound=(7,),
     )
     assert result.proven_optimal and not result.steps
+
+
+def test_a_step_starts_only_if_the_slowest_one_still_fits():
+    """Steps that outlast their slice (0.25 s of work each, for a 0.01 s slice) stop the search
+    once less than one such step is left: the run ends before its deadline, not after it."""
+
+    def repair(incumbent, window, time_limit_s, seed):
+        time.sleep(0.25)
+        return Repaired(incumbent, True, "OPTIMAL")
+
+    began = time.monotonic()
+    result = run_lns(
+        0,
+        lambda v: (v,),
+        [Hood()],
+        repair,
+        np.random.default_rng(0),
+        began + 0.9,
+        LnsParams(step_time_s=0.01),
+    )
+    # Steps at 0, 0.25 and 0.5 s; at 0.75 s only 0.15 s is left. (Before the rule a fourth
+    # step started there and the run ended at 1.0 s.)
+    assert time.monotonic() - began <= 0.95
+    assert 2 <= len(result.steps) <= 3
