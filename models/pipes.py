@@ -7,8 +7,9 @@ OR-tools' ``rcpsp_sat``):
 
 * each node v of the window has a start ``s_v`` and runs ``Cycles`` on its pipe: one
   ``NoOverlap`` per pipe (a cumulative of capacity 1). A zero-cycle pipe node (a SPILL_OUT of a
-  COPY_IN-backed buffer) keeps its place among the nodes of its pipe: a zero-length interval
-  could otherwise sit inside another one, which the in-order simulation does not allow;
+  COPY_IN-backed buffer) starts before or after each other run on its pipe, never inside one:
+  a zero-length interval could otherwise sit inside another one, which the in-order simulation
+  does not allow;
 * graph edges and spill edges are precedences ``s_v >= s_u + Cycles_u``;
 * every residency segment that starts or ends in the window is a rectangle in (time x address)
   per memory, from its start node's start to its end node's end, in a ``NoOverlap2D``: address
@@ -36,6 +37,7 @@ import heapq
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -313,8 +315,9 @@ def _pipes(
     hi: int,
     x: Mapping[int, cp_model.IntVar],
 ) -> None:
-    """One NoOverlap per pipe over the window; fixed nodes make the pipe busy until their end;
-    zero-cycle nodes stay between their incumbent neighbours on the pipe."""
+    """One NoOverlap per pipe over the window; fixed nodes make the pipe busy until their end.
+    A zero-cycle node z may not start strictly inside another node u's run on its pipe: for each
+    such pair, ``s_z <= s_u`` or ``s_z >= s_u + Cycles_u`` (the order puts z first on a tie)."""
     busy: dict[str, int] = {}
     for v in order[:lo]:
         pipe = frame.pipe[v]
@@ -335,12 +338,14 @@ def _pipes(
                 )
         if len(intervals) > 1:
             model.add_no_overlap(intervals)
-        for i, v in enumerate(nodes):
-            if frame.cycles[v] == 0:  # pinned between its neighbours on the pipe
-                if i > 0:
-                    model.add(x[v] >= x[nodes[i - 1]] + frame.cycles[nodes[i - 1]])
-                if i + 1 < len(nodes):
-                    model.add(x[nodes[i + 1]] >= x[v])
+        running = [u for u in nodes if frame.cycles[u] > 0]
+        for z in nodes:
+            if frame.cycles[z] > 0:
+                continue
+            for u in running:
+                before = model.new_bool_var(f"z{z}before{u}")
+                model.add(x[z] <= x[u]).only_enforce_if(before)
+                model.add(x[z] >= x[u] + frame.cycles[u]).only_enforce_if(~before)
 
 
 def _memory(
@@ -380,9 +385,15 @@ def _memory(
         m: ([], []) for m in MEMORIES
     }
     offsets: dict[Segment, cp_model.LinearExpr] = {}
+    # (begin, finish, address, size, may be zero-width) of every box, per memory.
+    placed: dict[str, list[tuple[cp_model.LinearExprT, cp_model.LinearExprT, Any, int, bool]]]
+    placed = {m: [] for m in MEMORIES}
 
     def add_box(seg: Segment, begin: cp_model.LinearExprT, finish: cp_model.LinearExprT) -> None:
         xs, ys = boxes[seg.memory]
+        flat = not (isinstance(begin, int) and isinstance(finish, int)) and _may_be_flat(
+            instance, frame, seg, pos
+        )
         if isinstance(begin, int) and isinstance(finish, int):
             xs.append(model.new_fixed_size_interval_var(begin, finish - begin, "held"))
         else:
@@ -397,6 +408,8 @@ def _memory(
             model.add_hint(slot, seg.offset_units // align)
         else:
             ys.append(model.new_fixed_size_interval_var(seg.offset_units, seg.size_units, "at"))
+        address = offsets.get(seg, seg.offset_units)
+        placed[seg.memory].append((begin, finish, address, seg.size_units, flat))
 
     for seg in segments:
         if seg.start in fixed and seg.end in fixed:
@@ -425,7 +438,42 @@ def _memory(
     for xs, ys in boxes.values():
         if len(xs) > 1:
             model.add_no_overlap_2d(xs, ys)
+    # NoOverlap2D lets a zero-width box sit anywhere; the simulation orders every segment on an
+    # address before or after the others. So a box that may be flat is kept out of the others'
+    # time span on a shared address explicitly (touching is fine: it sorts first on a tie).
+    for memory_boxes in placed.values():
+        for i, (b0, b1, ba, bs, flat) in enumerate(memory_boxes):
+            if not flat:
+                continue
+            for j, (s0, s1, sa, ss, _) in enumerate(memory_boxes):
+                if j != i:
+                    model.add_bool_or(
+                        [
+                            _holds(model, b1 <= s0),
+                            _holds(model, s1 <= b0),
+                            _holds(model, ba + bs <= sa),
+                            _holds(model, sa + ss <= ba),
+                        ]
+                    )
     return offsets
+
+
+def _holds(model: cp_model.CpModel, relation: Any) -> cp_model.IntVar | bool:
+    """A literal that implies ``relation`` (a linear relation, or a constant truth value)."""
+    if isinstance(relation, bool | np.bool_):
+        return bool(relation)
+    literal = model.new_bool_var("")
+    model.add(relation).only_enforce_if(literal)
+    return literal
+
+
+def _may_be_flat(instance: Instance, frame: PipeFrame, seg: Segment, pos: np.ndarray) -> bool:
+    """Whether a segment can take no time: its opening and closing nodes take none, and so does
+    every user of the buffer between them."""
+    if frame.cycles[seg.start] or frame.cycles[seg.end]:
+        return False
+    lo, hi = pos[seg.start], pos[seg.end]
+    return not any(frame.cycles[u] and lo < pos[u] < hi for u in instance.buffers[seg.buf_id].users)
 
 
 def _moved(instance: Instance, solution: Solution, placed: Mapping[Segment, int]) -> Solution:
@@ -494,7 +542,8 @@ def _window_order(
     kind = _kinds(instance, frame.solution)
     rank = {v: (times[v], kind[v], i) for i, v in enumerate(free)}
     for nodes in by_pipe.values():
-        nodes.sort(key=rank.__getitem__)
+        # A zero-cycle node starting with another one goes first (the model allows exactly that).
+        nodes.sort(key=lambda v: (times[v], frame.cycles[v] > 0, *rank[v][1:]))
         for a, b in zip(nodes, nodes[1:], strict=False):
             pred[b].add(a)
     # Reuse order inside the window, from the model's times and addresses: sweep segments by
@@ -508,9 +557,13 @@ def _window_order(
         if s.start in inside or s.end in inside
     ]
 
-    def seg_rank(seg: Segment) -> tuple[int, int, int]:
-        # Segments opened before the window come first, at their fixed start.
-        return rank[seg.start] if seg.start in inside else (int(frame.start[seg.start]), -1, -1)
+    def seg_rank(seg: Segment) -> tuple[int, int, int, int]:
+        # Segments opened before the window come first, at their fixed start. Of two segments
+        # opened at one time on a shared address one takes no time (see _memory): it goes first.
+        if seg.start not in inside:
+            return (int(frame.start[seg.start]), -1, -1, -1)
+        ends = times[seg.end] + frame.cycles[seg.end] if seg.end in inside else 2**62
+        return (rank[seg.start][0], ends, *rank[seg.start][1:])
 
     segments.sort(key=seg_rank)
     tops = _tops(segments)

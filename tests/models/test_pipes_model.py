@@ -12,9 +12,9 @@ from heuristics.placement import place
 from models.pipes import frame, solve_pipes
 from solver.evaluate import evaluate
 from solver.hardware import DEFAULT_HARDWARE
-from solver.instance import Instance
+from solver.instance import Instance, parse_instance
 from solver.result import Status
-from solver.solution import Solution
+from solver.solution import Solution, Spill
 
 from helpers import TINY, bank_hardware, tiny
 from strategies import HARDWARE, placements
@@ -129,3 +129,102 @@ def test_random_placements_and_windows(case):
     again = evaluate(inst, part.solution, 3, HARDWARE)
     assert again.valid, again.violations
     assert again.extra_traffic_units == judged.extra_traffic_units
+
+
+def _graph(
+    ops: dict[int, tuple[str, str, int, list[int]]],
+    bufs: dict[int, tuple[int, int, str, int]],
+    edges: list[list[int]],
+) -> Instance:
+    """Ops by id (op, pipe, cycles, bufs); buffer nodes by id (kind 0 ALLOC / 1 FREE, BufId,
+    memory, size)."""
+    nodes = [
+        {"Id": v, "Op": op, "Pipe": pipe, "Cycles": cycles, "Bufs": used}
+        for v, (op, pipe, cycles, used) in ops.items()
+    ]
+    nodes += [
+        {"Id": v, "Op": ("ALLOC", "FREE")[kind], "BufId": b, "Size": size, "Type": memory}
+        for v, (kind, b, memory, size) in bufs.items()
+    ]
+    return parse_instance(
+        {"Nodes": sorted(nodes, key=lambda n: n["Id"]), "Edges": edges}, hardware=HARDWARE
+    )
+
+
+def _l0a_flat(cycles: int, size2: int, size3: int) -> Instance:
+    """One COPY_IN and four buffers without users (their segments take no time)."""
+    return _graph(
+        {0: ("COPY_IN", "MTE2", cycles, [])},
+        {
+            1: (0, 0, "UB", 1),
+            2: (1, 0, "UB", 1),
+            3: (0, 2, "L0A", size2),
+            4: (0, 1, "L0A", 2),
+            5: (1, 1, "L0A", 2),
+            6: (1, 2, "L0A", size2),
+            7: (0, 3, "L0A", size3),
+            8: (1, 3, "L0A", size3),
+        },
+        [[1, 2], [3, 6], [4, 5], [7, 8]],
+    )
+
+
+@pytest.mark.parametrize(
+    ("inst", "incumbent"),
+    [
+        # A zero-cycle SPILL_OUT (buffer 1 is COPY_IN-backed) next to a 152-cycle one on MTE3:
+        # it must not sit inside the other's run.
+        (
+            _graph(
+                {
+                    2: ("COPY_IN", "MTE2", 0, []),
+                    3: ("COPY_IN", "MTE2", 0, [1]),
+                    7: ("COPY_IN", "MTE3", 1, []),
+                    8: ("COPY_IN", "MTE2", 0, []),
+                },
+                {
+                    0: (0, 2, "UB", 1),
+                    1: (0, 1, "UB", 1),
+                    4: (0, 0, "UB", 1),
+                    5: (1, 0, "UB", 1),
+                    6: (1, 1, "UB", 1),
+                    9: (1, 2, "UB", 1),
+                },
+                [[0, 9], [1, 3], [1, 6], [2, 7], [3, 6], [4, 5]],
+            ),
+            Solution(
+                order=(0, 2, 4, 10, 11, 7, 1, 12, 5, 13, 8, 9, 3, 6),
+                offsets={0: 0, 1: 6, 2: 12},
+                spills=(Spill(0, 0), Spill(1, 0)),
+            ),
+        ),
+        # Segments of buffers without users take no time: flat boxes in (time x address).
+        (
+            _l0a_flat(1, 5, 6),
+            Solution(
+                order=(0, 1, 7, 13, 14, 11, 12, 2, 8, 3, 9, 10, 4, 6, 5),
+                offsets={0: 0, 1: 6, 2: 5, 3: 4},
+                spills=(Spill(2, 0), Spill(0, 0), Spill(3, 0)),
+            ),
+        ),
+        (
+            _l0a_flat(0, 1, 3),
+            Solution(
+                order=(0, 1, 3, 9, 10, 4, 2, 5, 7, 13, 6, 14, 11, 12, 8),
+                offsets={0: 0, 1: 6, 2: 5, 3: 4},
+                spills=(Spill(2, 0), Spill(3, 0), Spill(3, 0)),
+            ),
+        ),
+    ],
+)
+def test_zero_time_nodes_and_segments_found_by_hypothesis(inst, incumbent):
+    """Cases the random test below found: the model claimed makespans the evaluator's
+    simulation of its schedule did not reach (456 for 304, 796 for 636), or built a cyclic
+    order, because zero-length intervals and boxes may sit anywhere in CP-SAT's no-overlaps."""
+    timed = frame(inst, incumbent, HARDWARE)
+    assert timed is not None
+    full = solve_pipes(inst, timed, time_limit_s=5)
+    assert full.status is Status.OPTIMAL and full.solution is not None
+    judged = evaluate(inst, full.solution, 3, HARDWARE)
+    assert judged.valid, judged.violations
+    assert judged.makespan_cycles == full.objective <= timed.makespan
