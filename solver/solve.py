@@ -44,6 +44,7 @@ from heuristics.neighbourhoods import (
 from heuristics.ordering import OrderingParams, order_heuristic
 from heuristics.pipes import compact
 from heuristics.placement import PLACEMENT_POLICIES, PlacementError, place
+from heuristics.prefetch import release_earlier
 from heuristics.traversal import (
     TraversalParams,
     cluster_units_for,
@@ -600,6 +601,8 @@ def _refine_pipes(
     deadline = started + P3_DEADLINE * options.time_limit_s
     if deadline - time.monotonic() < pass_s:
         return
+    # Addresses that free up earlier (heuristics.prefetch) first: the LNS starts from there.
+    _release(instance, result, options, result.p3, deadline, pass_s)
     start = pipe_frame(instance, result.p3.solution, hardware, rule)
     if start is None or deadline <= time.monotonic():
         return
@@ -661,6 +664,28 @@ def _refine_pipes(
         on_step=on_step,
         on_best=keep,
     )
+    # Re-offsetting compacts (re-times from scratch), which may undo the LNS's work or beat it.
+    _release(instance, result, options, result.p3, deadline, pass_s)
+
+
+def _release(
+    instance: Instance,
+    result: CaseResult,
+    options: SolveOptions,
+    candidate: Candidate,
+    deadline: float,
+    pass_s: float,
+) -> None:
+    """Offer ``candidate`` with its segments moved to addresses that free up earlier
+    (:func:`heuristics.prefetch.release_earlier`), when that is faster; skipped when less than
+    two whole-graph passes are left before ``deadline``."""
+    if deadline - time.monotonic() < 2 * pass_s:
+        return
+    released, judged = release_earlier(
+        instance, candidate.solution, options.hardware, options.reuse_rule, deadline=deadline
+    )
+    if released is not candidate.solution:
+        _offer(result, Candidate(f"{candidate.method}+release", released, judged), options)
 
 
 def _wall_cap(deadline: float) -> dict[str, str]:
