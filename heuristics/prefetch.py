@@ -44,17 +44,20 @@ def release_earlier(
     order (the loads run as soon as their pipe and the new range allow, and whatever an
     earlier re-timing achieved stays) and compacted (re-timed from scratch). Returns the best
     solution found and its Problem 3 evaluation (``solution`` itself, judged, when nothing
-    helps). ``deadline`` (``time.monotonic()``) stops before a new trial.
+    helps). ``deadline`` (``time.monotonic()``): a trial starts only if the slowest one so far
+    still fits before it.
     """
     best = solution
     best_eval = evaluate(instance, best, 3, hardware, reuse_rule)
     if not best_eval.valid:
         return best, best_eval
+    slowest = 0.0  # the slowest trial so far: the next one starts only if that much is left
     for _ in range(rounds):
         moves = _sweep(instance, best, best_eval, hardware)
         improved = False
         while moves and not improved:
-            if deadline is not None and time.monotonic() > deadline:
+            began = time.monotonic()
+            if deadline is not None and began + slowest > deadline:
                 return best, best_eval
             moved = _apply(instance, best, moves)
             for candidate in (moved, compact(instance, moved)):
@@ -66,6 +69,7 @@ def release_earlier(
                 ):
                     best, best_eval, improved = candidate, judged, True
             moves = moves[: len(moves) // 2]
+            slowest = max(slowest, time.monotonic() - began)
         if not improved:
             break
     return best, best_eval

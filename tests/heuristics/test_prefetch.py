@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -72,3 +74,11 @@ def test_window_max_is_the_sliding_maximum(values, w):
     array = np.array(values, dtype=np.int64)
     expected = [max(values[o : o + w]) for o in range(len(values) - w + 1)]
     assert _window_max(array, w).tolist() == expected
+
+
+def test_a_passed_deadline_returns_the_start_judged():
+    """No trial starts once the deadline has passed: the input comes back, evaluated."""
+    inst = tiny("sequential")
+    shared = Solution(order=range(6), offsets={0: 0, 1: 0})
+    same, judged = release_earlier(inst, shared, DEFAULT_HARDWARE, deadline=time.monotonic() - 1)
+    assert same is shared and judged.valid and judged.makespan_cycles == 55
