@@ -9,8 +9,8 @@ cycles on such reloads. Another free range may be released much earlier.
 held back by its range's previous occupant to the aligned range, free throughout the segment's
 span, whose previous occupants end earliest (by the current timing); the evaluator judges the
 result in the current order and re-timed by :func:`~heuristics.pipes.compact`. It repeats while
-the makespan drops. Offsets only move: spills, and so the traffic, stay as they
-are. Pure Python and numpy.
+the makespan drops. Offsets only move: spills, and so the traffic, stay as they are. Pure
+Python and numpy.
 """
 
 from __future__ import annotations

@@ -57,6 +57,10 @@ from solver.instance import Instance
 from solver.result import Result, Status
 from solver.solution import Solution, Spill
 
+#: Start of the boxes of segments opened before the window. The schedule puts the prefix first,
+#: so on a shared address a window segment comes after them, whatever its time: their boxes
+#: reach back before any time the model can choose.
+_PREFIX = -1
 #: Kind order among nodes starting at the same cycle: segment ends (FREE, SPILL_OUT) release
 #: addresses before segment starts (ALLOC, SPILL_IN) take them.
 _ENDS_FIRST = {"end": 0, "op": 1, "start": 2}
@@ -418,15 +422,13 @@ def _memory(
             span = units[seg.offset_units : seg.offset_units + seg.size_units]
             np.maximum(span, held_until, out=span)
             if seg.memory in moving_memories and held_until > earliest:
-                add_box(seg, int(frame.start[seg.start]), held_until)
+                add_box(seg, _PREFIX, held_until)
         elif seg.start in fixed and seg.end not in x and seg.memory in moving_memories:
-            add_box(seg, int(frame.start[seg.start]), horizon)  # spans the whole window
+            add_box(seg, _PREFIX, horizon)  # spans the whole window
     for seg in segments:
         if seg.start not in x and seg.end not in x:
             continue
-        begin: cp_model.LinearExprT = (
-            x[seg.start] if seg.start in x else int(frame.start[seg.start])
-        )
+        begin: cp_model.LinearExprT = x.get(seg.start, _PREFIX)
         finish: cp_model.LinearExprT = (
             x[seg.end] + frame.cycles[seg.end] if seg.end in x else horizon
         )
@@ -544,8 +546,23 @@ def _window_order(
     for nodes in by_pipe.values():
         # A zero-cycle node starting with another one goes first (the model allows exactly that).
         nodes.sort(key=lambda v: (times[v], frame.cycles[v] > 0, *rank[v][1:]))
-        for a, b in zip(nodes, nodes[1:], strict=False):
-            pred[b].add(a)
+        # Zero-cycle nodes starting together form one block that the pipe leaves unordered
+        # (any order simulates the same; the graph and reuse edges decide it); every node of a
+        # block follows every node of the block before.
+        blocks: list[list[int]] = []
+        for v in nodes:
+            if (
+                blocks
+                and frame.cycles[v] == 0
+                and frame.cycles[blocks[-1][0]] == 0
+                and times[blocks[-1][0]] == times[v]
+            ):
+                blocks[-1].append(v)
+            else:
+                blocks.append([v])
+        for earlier, later in zip(blocks, blocks[1:], strict=False):
+            for b in later:
+                pred[b].update(earlier)
     # Reuse order inside the window, from the model's times and addresses: sweep segments by
     # start (the schedule is the frame's: the positions only identify the segments).
     n_total = len(solution.order)

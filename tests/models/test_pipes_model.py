@@ -113,7 +113,8 @@ def test_the_normalised_frame_simulates_the_same():
 def test_random_placements_and_windows(case):
     """Random small instances with valid placements (about half the draws): the full model's
     makespan is the evaluator's and never above the incumbent's; re-timing a window of the
-    first half of the nodes keeps the solution valid with the same traffic."""
+    first half of the nodes, or of the second half (after a fixed prefix), keeps the solution
+    valid with the same traffic."""
     inst, solution = case
     timed = frame(inst, solution, HARDWARE)
     if timed is None:  # the strategy also draws invalid solutions
@@ -123,12 +124,13 @@ def test_random_placements_and_windows(case):
     judged = evaluate(inst, full.solution, 3, HARDWARE)
     assert judged.valid, judged.violations
     assert judged.makespan_cycles == full.objective <= timed.makespan
-    window = timed.solution.order[: max(1, len(timed.solution.order) // 2)]
-    part = solve_pipes(inst, timed, window, time_limit_s=5)
-    assert part.solution is not None
-    again = evaluate(inst, part.solution, 3, HARDWARE)
-    assert again.valid, again.violations
-    assert again.extra_traffic_units == judged.extra_traffic_units
+    half = max(1, len(timed.solution.order) // 2)
+    for window in (timed.solution.order[:half], timed.solution.order[half:]):
+        part = solve_pipes(inst, timed, window, time_limit_s=5)
+        assert part.solution is not None
+        again = evaluate(inst, part.solution, 3, HARDWARE)
+        assert again.valid, again.violations
+        assert again.extra_traffic_units == judged.extra_traffic_units
 
 
 def _graph(
@@ -228,3 +230,50 @@ def test_zero_time_nodes_and_segments_found_by_hypothesis(inst, incumbent):
     judged = evaluate(inst, full.solution, 3, HARDWARE)
     assert judged.valid, judged.violations
     assert judged.makespan_cycles == full.objective <= timed.makespan
+
+
+def _small(nodes: list[tuple], edges: list[list[int]]) -> Instance:
+    """Nodes as (id, op, pipe, cycles, bufs) or (id, ALLOC|FREE, buf, size) (UB)."""
+    out = []
+    for node in nodes:
+        if node[1] in ("ALLOC", "FREE"):
+            v, kind, b, size = node
+            out.append({"Id": v, "Op": kind, "BufId": b, "Size": size, "Type": "UB"})
+        else:
+            v, op, pipe, cycles, bufs = node
+            out.append({"Id": v, "Op": op, "Pipe": pipe, "Cycles": cycles, "Bufs": bufs})
+    return parse_instance({"Nodes": out, "Edges": edges}, hardware=HARDWARE)
+
+
+def test_zero_cycle_nodes_starting_together_leave_the_order_acyclic():
+    """Found in review: a zero-cycle COPY_IN on MTE3 whose COPY_IN-backed buffer is then
+    spilled (its SPILL_OUT takes no time, on MTE3 too): both start at 0, and a pipe edge by
+    kind (segment end first) contradicted the graph edge COPY_IN -> SPILL_OUT."""
+    inst = _small([(0, "ALLOC", 0, 1), (1, "COPY_IN", "MTE3", 0, [0]), (2, "FREE", 0, 1)],
+                  [[0, 1], [1, 2]])  # fmt: skip
+    incumbent = Solution(order=(0, 1, 3, 4, 2), offsets={0: 0}, spills=(Spill(0, 0),))
+    timed = frame(inst, incumbent, HARDWARE)
+    assert timed is not None
+    full = solve_pipes(inst, timed, time_limit_s=5)
+    assert full.status is Status.OPTIMAL and full.solution is not None
+    judged = evaluate(inst, full.solution, 3, HARDWARE)
+    assert judged.valid and judged.makespan_cycles == full.objective == 152
+
+
+def test_a_window_segment_follows_the_prefix_segments_on_its_address():
+    """Found in review: with a window after P (VECTOR, 50) -> A, a window segment B on A's
+    address was placed before A in time, but the schedule keeps the prefix first: the answer
+    overlapped A. Boxes of segments opened before the window now reach back before time 0."""
+    inst = _small(
+        [(0, "P", "VECTOR", 50, []), (1, "ALLOC", 0, 4), (2, "A", "VECTOR", 10, [0]),
+         (3, "FREE", 0, 4), (4, "ALLOC", 1, 4), (5, "B", "MTE2", 10, [1]), (6, "FREE", 1, 4)],
+        [[0, 1], [1, 2], [2, 3], [4, 5], [5, 6]],
+    )  # fmt: skip
+    timed = frame(inst, Solution(order=range(7), offsets={0: 0, 1: 0}), HARDWARE)
+    assert timed is not None
+    for move in (False, True):
+        part = solve_pipes(inst, timed, [4, 6], move_addresses=move, time_limit_s=5)
+        assert part.solution is not None
+        judged = evaluate(inst, part.solution, 3, HARDWARE)
+        assert judged.valid, judged.violations
+        assert judged.makespan_cycles <= part.objective
