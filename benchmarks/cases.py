@@ -9,8 +9,10 @@ Usage::
                                [--no-generated] [--out DIR]
 
 Writes into ``--out`` (default ``results/<date>_<name>``): ``runs/<case>/`` (attachment files and
-summary.json of that run), ``runs.csv`` (one row per case), ``table.md`` and ``README.md``
-(question, command, commit). Every figure comes from the evaluator through ``npuopt solve``;
+summary.json of that run), ``runs.csv`` (one row per case, in ``npuopt bench``'s format, so
+``npuopt table DIR`` works here too), ``table.md`` and ``README.md`` (question, command,
+commit). ``python benchmarks/cases.py --runs-csv DIR...`` rewrites ``runs.csv`` of existing
+folders from their summaries. Every figure comes from the evaluator through ``npuopt solve``;
 afterwards each written file is checked again with ``npuopt evaluate``.
 """
 
@@ -31,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from instances import OFFICIAL_CASES, official_case  # noqa: E402
+from solver.bench import COLUMNS as BENCH_COLUMNS  # noqa: E402
+from solver.bench import Task, row  # noqa: E402
 
 NPUOPT = [sys.executable, "-m", "solver.cli"]
 #: Best public results (FINDINGS.md): P1 max V_stay, P2 traffic, P3 makespan.
@@ -186,10 +190,6 @@ def main() -> None:
     table = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
     table += ["| " + " | ".join(get(c) for _, get in columns) + " |" for c in rows]
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "runs.csv").open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow([h for h, _ in columns])
-        writer.writerows([get(c) for _, get in columns] for c in rows)
     (out / "table.md").write_text("\n".join(table) + "\n")
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
@@ -198,6 +198,7 @@ def main() -> None:
         text=True,
         check=False,
     ).stdout.strip()
+    write_runs_csv(out, commit)
     command = (
         f"python benchmarks/cases.py --name {args.name} --problem {args.problem} "
         f"--method {args.method} --reuse-rule {args.reuse_rule} "
@@ -225,5 +226,30 @@ def main() -> None:
     print("\n".join(table))
 
 
+def write_runs_csv(out: Path, commit: str) -> None:
+    """``runs.csv`` in ``npuopt bench``'s format, from ``runs/<case>/summary.json``, so that
+    ``npuopt table`` makes the competition table of this folder too."""
+    rows = []
+    for path in sorted((out / "runs").glob("*/summary.json")):
+        summary = json.loads(path.read_text())
+        for case in summary["cases"]:
+            task = Task(
+                graph=f"{case['case']}.json",
+                method=summary.get("method", "full"),  # older summaries: always full
+                seed=summary["seed"],
+                time_limit_s=summary["time_limit_s"],
+            )
+            rows.append(row(task, case, commit))
+    with (out / "runs.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=BENCH_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--runs-csv"]:  # rewrite runs.csv of existing folders
+        for folder in map(Path, sys.argv[2:]):
+            readme = (folder / "README.md").read_text()
+            write_runs_csv(folder, readme.split("Commit: `", 1)[1].split("`", 1)[0])
+    else:
+        main()
