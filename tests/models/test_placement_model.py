@@ -142,12 +142,18 @@ def test_random_orders_agree_with_the_evaluator(data):
     check(inst, HARDWARE, result)
 
 
-@pytest.mark.parametrize(("seed", "share"), [(1, 0.6), (3, 0.8)])
-def test_full_model_proves_the_optimum_the_heuristic_cannot_beat(seed, share):
-    """Generated conv graphs of ~150 nodes with L1 cut to a share of the program order's peak:
-    the full model proves its traffic optimal for that order within seconds, and the greedy
-    placement of the same order is never cheaper (when it finds a placement at all)."""
-    inst = parse_instance(generate("conv", seed=seed, nodes=150), name=f"conv{seed}", source="gen")
+@pytest.mark.parametrize(
+    ("family", "nodes", "seed", "share"),
+    [("conv", 100, 1, 0.8), ("conv", 100, 3, 0.7), ("compose", 140, 1, 0.7)],
+)
+def test_full_model_proves_the_optimum_the_heuristic_cannot_beat(family, nodes, seed, share):
+    """Generated graphs of at most 150 nodes (conv: 108, compose: 141) with L1 cut to a share
+    of the program order's peak: the full model proves its traffic optimal for that order within
+    seconds, and the greedy placement of the same order is never cheaper (when it finds a
+    placement at all)."""
+    data = generate(family, seed=seed, nodes=nodes)
+    assert len(data["Nodes"]) <= 150
+    inst = parse_instance(data, name=f"{family}{seed}", source="gen")
     order = program_order(inst)
     peak = evaluate_order(inst, order.order).max_v_stay_units or 0
     tight = Hardware(capacity={"L1": int(share * peak)})
