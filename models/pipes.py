@@ -217,6 +217,8 @@ def solve_pipes(
         lo = int(np.searchsorted(starts, t0, side="left"))
         hi = int(np.searchsorted(starts, t1, side="right")) - 1
     free = order[lo : hi + 1]
+    if not free:  # the order is not sorted by start (a frame timed under another reuse rule)
+        return Result(Status.UNKNOWN, runtime_s=time.monotonic() - started, info={"window": 0})
     fixed = set(order[:lo])
     whole = lo == 0 and hi == len(order) - 1
     model = cp_model.CpModel()

@@ -8,11 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from heuristics.ordering import list_schedule, program_rank
+from heuristics.pipes import compact
 from heuristics.placement import place
+from instances import bundled
 from models.pipes import frame, solve_pipes
 from solver.evaluate import evaluate
 from solver.hardware import DEFAULT_HARDWARE
-from solver.instance import Instance, parse_instance
+from solver.instance import Instance, load_instance, parse_instance
 from solver.result import Status
 from solver.solution import Solution, Spill
 
@@ -277,3 +279,28 @@ def test_a_window_segment_follows_the_prefix_segments_on_its_address():
         judged = evaluate(inst, part.solution, 3, HARDWARE)
         assert judged.valid, judged.violations
         assert judged.makespan_cycles <= part.objective
+
+
+def test_a_frame_timed_under_the_literal_rule_never_makes_the_model_raise():
+    """Under the literal reuse rule the frame's order need not be sorted by start (the model's
+    precedences are the residency rule's): a window around a node whose start is below its
+    predecessor's in the order used to be empty and raised ValueError out of the P3 stage
+    (Matmul_Case0, literal rule). Models return a status instead."""
+    inst = load_instance(bundled("demo_conv.json"))
+    order = list_schedule(inst, "program", program_rank(inst))
+    placed = compact(inst, place(inst, order, DEFAULT_HARDWARE))
+    timed = frame(inst, placed, DEFAULT_HARDWARE, "literal")
+    assert timed is not None
+    starts = timed.start[np.asarray(timed.solution.order)]
+    assert np.any(np.diff(starts) < 0)  # the situation this test is about
+    # Single-node windows whose start a binary search over the unsorted starts cannot find.
+    lost = [
+        v
+        for v in timed.solution.order
+        if np.searchsorted(starts, timed.start[v], side="left")
+        > np.searchsorted(starts, timed.start[v], side="right") - 1
+    ]
+    assert lost
+    for v in lost[:3]:
+        result = solve_pipes(inst, timed, [v], time_limit_s=1)
+        assert isinstance(result.status, Status)
