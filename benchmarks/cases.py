@@ -144,7 +144,19 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=36_000, help="size of the generated graph")
     parser.add_argument("--no-generated", action="store_true", help="official cases only")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--runs-csv",
+        type=Path,
+        nargs="+",
+        metavar="DIR",
+        help="only rewrite runs.csv of these existing folders from their summaries",
+    )
     args = parser.parse_args()
+    for folder in args.runs_csv or ():
+        readme = (folder / "README.md").read_text()
+        write_runs_csv(folder, readme.split("Commit: `", 1)[1].split("`", 1)[0])
+    if args.runs_csv:
+        return
     today = dt.date.today().isoformat()
     out = args.out or ROOT / "results" / f"{today}_{args.name}"
 
@@ -247,9 +259,4 @@ def write_runs_csv(out: Path, commit: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--runs-csv"]:  # rewrite runs.csv of existing folders
-        for folder in map(Path, sys.argv[2:]):
-            readme = (folder / "README.md").read_text()
-            write_runs_csv(folder, readme.split("Commit: `", 1)[1].split("`", 1)[0])
-    else:
-        main()
+    main()

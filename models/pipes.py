@@ -55,7 +55,7 @@ from solver.evaluate import (
 from solver.hardware import MEMORIES, Hardware
 from solver.instance import Instance
 from solver.result import Result, Status
-from solver.solution import Solution, Spill
+from solver.solution import Solution, with_segment_offsets
 
 #: Start of the boxes of segments opened before the window. The schedule puts the prefix first,
 #: so on a shared address a window segment comes after them, whatever its time: their boxes
@@ -249,7 +249,9 @@ def solve_pipes(
     bound = int(solver.best_objective_bound) // weight if status is not Status.UNKNOWN else None
     if not status.has_solution:
         return Result(status, bound=bound, runtime_s=time.monotonic() - started, info=info)
-    moved = _moved(instance, frame.solution, {seg: solver.value(o) for seg, o in offsets.items()})
+    moved = with_segment_offsets(
+        instance, frame.solution, {seg.start: solver.value(o) for seg, o in offsets.items()}
+    )
     times = {v: solver.value(x[v]) for v in free}
     schedule = order[:lo] + _window_order(instance, frame, moved, free, times) + order[hi + 1 :]
     return Result(
@@ -478,23 +480,6 @@ def _may_be_flat(instance: Instance, frame: PipeFrame, seg: Segment, pos: np.nda
         return False
     lo, hi = pos[seg.start], pos[seg.end]
     return not any(frame.cycles[u] and lo < pos[u] < hi for u in instance.buffers[seg.buf_id].users)
-
-
-def _moved(instance: Instance, solution: Solution, placed: Mapping[Segment, int]) -> Solution:
-    """``solution`` with the segments of ``placed`` at their new offsets: a segment opened by
-    the ALLOC sets the buffer's initial offset, one opened by a SPILL_IN its spill's."""
-    if not placed:
-        return solution
-    offsets = dict(solution.offsets)
-    spills = list(solution.spills)
-    n = instance.n_nodes
-    for seg, offset in placed.items():
-        if seg.start < n:
-            offsets[seg.buf_id] = offset
-        else:
-            k = (seg.start - n) // 2
-            spills[k] = Spill(spills[k].buf_id, offset)
-    return Solution(order=solution.order, offsets=offsets, spills=tuple(spills))
 
 
 def _tops(segments: Sequence[Segment]) -> dict[str, int]:

@@ -70,6 +70,29 @@ def spill_in_id(n_nodes: int, k: int) -> int:
     return n_nodes + 2 * k + 1
 
 
+def with_segment_offsets(
+    instance: Instance, solution: Solution, offsets: Mapping[int, int]
+) -> Solution:
+    """``solution`` with residency segments at new offsets, each keyed by the node opening it:
+    an ALLOC sets its buffer's initial offset, the k-th spill's SPILL_IN that spill's reload
+    offset."""
+    if not offsets:
+        return solution
+    initial = dict(solution.offsets)
+    spills = list(solution.spills)
+    n = instance.n_nodes
+    for node, offset in offsets.items():
+        if node < n:
+            b = instance.buffer_of_node[node]
+            if b is None:
+                raise ValueError(f"node {node} opens no segment (not an ALLOC or SPILL_IN)")
+            initial[b] = offset
+        else:
+            k = (node - n) // 2
+            spills[k] = Spill(spills[k].buf_id, offset)
+    return Solution(order=solution.order, offsets=initial, spills=tuple(spills))
+
+
 # -- the op-order view of a Problem 1 solution -------------------------------------------------
 #
 # For a fixed order of the op nodes, emitting each ALLOC just before the buffer's first user and

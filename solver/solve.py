@@ -682,7 +682,12 @@ def _release(
     if deadline - time.monotonic() < 2 * pass_s:
         return
     released, judged = release_earlier(
-        instance, candidate.solution, options.hardware, options.reuse_rule, deadline=deadline
+        instance,
+        candidate.solution,
+        options.hardware,
+        options.reuse_rule,
+        deadline=deadline,
+        judged=replace(candidate.evaluation, problem=3),  # judged under options.reuse_rule
     )
     if released is not candidate.solution:
         _offer(result, Candidate(f"{candidate.method}+release", released, judged), options)

@@ -234,25 +234,13 @@ def test_zero_time_nodes_and_segments_found_by_hypothesis(inst, incumbent):
     assert judged.makespan_cycles == full.objective <= timed.makespan
 
 
-def _small(nodes: list[tuple], edges: list[list[int]]) -> Instance:
-    """Nodes as (id, op, pipe, cycles, bufs) or (id, ALLOC|FREE, buf, size) (UB)."""
-    out = []
-    for node in nodes:
-        if node[1] in ("ALLOC", "FREE"):
-            v, kind, b, size = node
-            out.append({"Id": v, "Op": kind, "BufId": b, "Size": size, "Type": "UB"})
-        else:
-            v, op, pipe, cycles, bufs = node
-            out.append({"Id": v, "Op": op, "Pipe": pipe, "Cycles": cycles, "Bufs": bufs})
-    return parse_instance({"Nodes": out, "Edges": edges}, hardware=HARDWARE)
-
-
 def test_zero_cycle_nodes_starting_together_leave_the_order_acyclic():
     """Found in review: a zero-cycle COPY_IN on MTE3 whose COPY_IN-backed buffer is then
     spilled (its SPILL_OUT takes no time, on MTE3 too): both start at 0, and a pipe edge by
     kind (segment end first) contradicted the graph edge COPY_IN -> SPILL_OUT."""
-    inst = _small([(0, "ALLOC", 0, 1), (1, "COPY_IN", "MTE3", 0, [0]), (2, "FREE", 0, 1)],
-                  [[0, 1], [1, 2]])  # fmt: skip
+    inst = _graph(
+        {1: ("COPY_IN", "MTE3", 0, [0])}, {0: (0, 0, "UB", 1), 2: (1, 0, "UB", 1)}, [[0, 1], [1, 2]]
+    )
     incumbent = Solution(order=(0, 1, 3, 4, 2), offsets={0: 0}, spills=(Spill(0, 0),))
     timed = frame(inst, incumbent, HARDWARE)
     assert timed is not None
@@ -266,11 +254,11 @@ def test_a_window_segment_follows_the_prefix_segments_on_its_address():
     """Found in review: with a window after P (VECTOR, 50) -> A, a window segment B on A's
     address was placed before A in time, but the schedule keeps the prefix first: the answer
     overlapped A. Boxes of segments opened before the window now reach back before time 0."""
-    inst = _small(
-        [(0, "P", "VECTOR", 50, []), (1, "ALLOC", 0, 4), (2, "A", "VECTOR", 10, [0]),
-         (3, "FREE", 0, 4), (4, "ALLOC", 1, 4), (5, "B", "MTE2", 10, [1]), (6, "FREE", 1, 4)],
+    inst = _graph(
+        {0: ("P", "VECTOR", 50, []), 2: ("A", "VECTOR", 10, [0]), 5: ("B", "MTE2", 10, [1])},
+        {1: (0, 0, "UB", 4), 3: (1, 0, "UB", 4), 4: (0, 1, "UB", 4), 6: (1, 1, "UB", 4)},
         [[0, 1], [1, 2], [2, 3], [4, 5], [5, 6]],
-    )  # fmt: skip
+    )
     timed = frame(inst, Solution(order=range(7), offsets={0: 0, 1: 0}), HARDWARE)
     assert timed is not None
     for move in (False, True):
