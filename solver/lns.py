@@ -78,7 +78,10 @@ class LnsParams:
         Stop once the repairs' deterministic work adds up to this. Unlike the wall-clock
         deadline it does not depend on the machine's load, so with deterministic repairs a run
         that ends on its budget is reproducible step for step.
-
+    stall_work
+        Stop once this much work has passed since the objective itself (the key's first
+        component) last improved: later components only guide the search across plateaus, and
+        the caller may have a better use for the rest of the budget.
     """
 
     initial_window: int = 40
@@ -89,6 +92,7 @@ class LnsParams:
     step_time_s: float = 3.0
     max_steps: int | None = None
     work_budget: float | None = None
+    stall_work: float | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class LnsResult(Generic[S]):
     steps: list[Step] = field(default_factory=list)
     proven_optimal: bool = False
     work: float = 0.0
+    stalled: bool = False
 
     def outcomes(self) -> dict[str, int]:
         """Number of steps per outcome."""
@@ -176,6 +181,7 @@ def run_lns(
     size = float(params.initial_window)
     index = 0
     work = 0.0
+    gained_at = 0.0  # work done when the key's first component last improved
     longest = 0.0  # the slowest step so far: the next one starts only if that much is left
     while True:
         if lower_bound is not None and best_key <= lower_bound:
@@ -184,6 +190,9 @@ def run_lns(
         if params.max_steps is not None and index >= params.max_steps:
             break
         if params.work_budget is not None and work >= params.work_budget:
+            break
+        if params.stall_work is not None and work - gained_at >= params.stall_work:
+            result.stalled = True
             break
         left = deadline - time.monotonic()
         if left < max(0.2 * params.step_time_s, longest) or not neighbourhoods:
@@ -213,6 +222,8 @@ def run_lns(
             assert repaired.candidate is not None and after is not None
             current, current_key = repaired.candidate, after
         if outcome == "best":
+            if current_key[:1] < best_key[:1]:
+                gained_at = work
             best, best_key = current, current_key
             if on_best is not None:
                 on_best(best)

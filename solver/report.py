@@ -214,13 +214,15 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
 
 
 def _lns_stats(lns: LnsResult[Any] | None) -> dict[str, Any]:
-    """Steps, outcomes and deterministic work of an LNS run (nothing when none ran)."""
+    """Steps, outcomes and deterministic work of an LNS run (nothing when none ran), and
+    whether it stopped because its objective stalled."""
     if lns is None:
         return {}
     return {
         "lns_steps": len(lns.steps),
         "lns_outcomes": lns.outcomes(),
         "lns_work": round(lns.work, 2),
+        "lns_stalled": lns.stalled,
     }
 
 

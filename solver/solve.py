@@ -90,6 +90,14 @@ P1_WORK, P1_DEADLINE = 0.12, 0.40
 P1_ALONE_WORK, P1_ALONE_DEADLINE = 0.40, 0.95
 #: Problem 1 LNS settings (windows of 30-50 ops close in ~1 s; larger ones stop closing).
 P1_LNS = LnsParams(initial_window=30, min_window=8, max_window=50, step_time_s=1.5)
+#: When Problems 2/3 follow, Problem 1's LNS stops once its peak has not dropped for this share
+#: of its budget (but never sooner than ``P1_STALL_MIN`` deterministic seconds), and hands what
+#: is left to Problem 3, whose LNS still improves at the end of its budget. At 600 s the
+#: official cases' P1 peaks stopped dropping within the first 35 of 72 deterministic seconds.
+P1_STALL_SHARE, P1_STALL_MIN = 0.35, 10.0
+#: Deterministic seconds of the pipe model per deterministic second of the ordering model
+#: handed over (their rates on this machine, ~0.15 and ~0.45 per wall-clock second).
+P1_TO_P3_WORK = 0.15 / 0.45
 #: Share of the time limit the Problem 2 traversal search may use (as an evaluation count).
 TRAVERSAL_SHARE = 0.15
 #: Problem 2 refinement: budget and deadline.
@@ -258,6 +266,7 @@ def _pipeline(
     p1_deadline = started + (P1_ALONE_DEADLINE if alone else P1_DEADLINE) * options.time_limit_s
     runs = order_heuristic(instance, rng, OrderingParams(), deadline=p1_deadline)
     valid_runs = [r for r in runs if r.evaluation.valid]
+    spare = 0.0  # Problem 1 work budget left unspent, for Problem 3
     if valid_runs:
         best = valid_runs[0]
         result.p1 = Candidate(f"list-{best.policy}", best.solution, best.evaluation)
@@ -265,7 +274,8 @@ def _pipeline(
         report("P1", f"max V_stay {best.evaluation.max_v_stay_units:,} ({best.policy} policy)")
         if options.method == "full":
             work = (P1_ALONE_WORK if alone else P1_WORK) * options.time_limit_s
-            _refine_order(instance, result, options, rng, work, p1_deadline, report)
+            stall = None if alone else max(P1_STALL_SHARE * work, P1_STALL_MIN)
+            spare = _refine_order(instance, result, options, rng, work, p1_deadline, stall, report)
     else:
         report("P1", "no valid order found (L0 single residency could not be kept)")
     if not {2, 3} & set(options.problems):
@@ -317,7 +327,8 @@ def _pipeline(
     result.p3 = _fastest_within_budget(result, options)
     result.note()
     if options.method == "full":
-        _refine_pipes(instance, result, options, rng, started, pass_s, report)
+        extra = P1_TO_P3_WORK * spare
+        _refine_pipes(instance, result, options, rng, started, pass_s, extra, report)
     _settle(instance, options, result)
     assert result.p3 is not None and result.p3_bound is not None
     e3 = result.p3.evaluation
@@ -377,11 +388,14 @@ def _refine_order(
     rng: np.random.Generator,
     budget: float,
     deadline: float,
+    stall: float | None,
     report: Callable[[str, str], None],
-) -> None:
+) -> float:
     """Problem 1 refinement for ``budget`` deterministic seconds (``deadline`` stops a slow
     machine): on small instances the full model first (it may prove the optimum outright),
-    then windowed LNS."""
+    then windowed LNS, which stops early when the peak has not dropped for ``stall``.
+
+    Returns the budget left when the LNS stopped early (stalled), else 0."""
     assert result.p1 is not None
     data = OrderingData(instance)
     seed = int(rng.integers(2**31))
@@ -404,8 +418,12 @@ def _refine_order(
             result.p1_bound_units, result.p1_bound_source = full.bound, "cp-sat full model"
         _keep_if_better(instance, result, full.solution, "cp-sat full model")
         proven = full.status is Status.OPTIMAL
+    spare = 0.0
     if not proven:
-        _lns_order(instance, result, data, seed, deadline, budget, report)
+        _lns_order(instance, result, data, seed, deadline, budget, stall, report)
+        assert result.p1_lns is not None
+        if result.p1_lns.stalled:
+            spare = max(budget - result.p1_lns.work, 0.0)
     value = result.p1.evaluation.max_v_stay_units or 0
     note = " (proven optimal)" if value <= result.p1_bound_units else ""
     steps = (
@@ -418,6 +436,7 @@ def _refine_order(
         f"max V_stay {value:,}, bound {result.p1_bound_units:,} ({result.p1_bound_source})"
         f"{note}{steps}",
     )
+    return spare
 
 
 def _lns_order(
@@ -427,10 +446,12 @@ def _lns_order(
     seed: int,
     deadline: float,
     budget: float,
+    stall: float | None,
     report: Callable[[str, str], None],
 ) -> None:
     """Windowed LNS over the ordering model from the current Problem 1 answer, for ``budget``
-    units of deterministic work (the wall-clock ``deadline`` caps it)."""
+    units of deterministic work (the wall-clock ``deadline`` caps it; ``stall`` ends it when
+    the peak stops dropping)."""
     assert result.p1 is not None
     bound = result.p1_bound_units
 
@@ -469,7 +490,7 @@ def _lns_order(
         repair,
         np.random.default_rng(seed),
         deadline,
-        replace(P1_LNS, work_budget=max(budget, 0.0)),
+        replace(P1_LNS, work_budget=max(budget, 0.0), stall_work=stall),
         lower_bound=(bound, instance.n_nodes),
         on_step=on_step,
         on_best=keep,
@@ -589,9 +610,11 @@ def _refine_pipes(
     rng: np.random.Generator,
     started: float,
     pass_s: float,
+    extra: float,
     report: Callable[[str, str], None],
 ) -> None:
-    """Problem 3 refinement of the chosen answer for its budget (``P3_WORK``):
+    """Problem 3 refinement of the chosen answer for its budget (``P3_WORK``, plus ``extra``
+    handed over by earlier stages):
     windowed LNS over the CP-SAT pipe model (spills kept, so is the traffic). Every faster
     answer is offered to the result at once. ``pass_s`` is what one whole-graph pass took
     (placing and evaluating a candidate): framing the start costs about as much, so the stage
@@ -613,7 +636,7 @@ def _refine_pipes(
         _offer(result, Candidate(method, timed.solution, timed.evaluation), options)
 
     # From the configured limit, never from the clock: the same work on every run.
-    budget = P3_WORK * options.time_limit_s
+    budget = P3_WORK * options.time_limit_s + extra
     bound = makespan_bound(instance, start.solution).cycles
     if len(start.solution.order) <= FULL_PIPE_NODES:
         full = solve_pipes(

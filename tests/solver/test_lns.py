@@ -113,6 +113,29 @@ def test_work_budget_stops_the_search():
     assert len(result.steps) == 3 and result.work == 3.0
 
 
+def test_stall_counts_from_the_last_drop_of_the_objective_not_of_the_tie_break():
+    """Keys are (objective, tie-break). The objective drops at steps 1 and 3 (work 1 and 3);
+    steps 4-8 improve only the tie-break, which must not reset the stall clock: with
+    ``stall_work=2`` the search stops after step 5 (work 5), not at the budget of 20."""
+    keys = iter([(9, 9), (9, 8), (8, 9), (8, 8), (8, 7), (8, 6), (8, 5), (8, 4), (8, 3)])
+
+    def repair(incumbent, window, time_limit_s, seed):
+        return Repaired(next(keys), True, "OPTIMAL", work=1.0)
+
+    result = run_lns(
+        (10, 0),
+        lambda v: v,
+        [Hood()],
+        repair,
+        np.random.default_rng(0),
+        time.monotonic() + 60,
+        LnsParams(work_budget=20.0, stall_work=2.0),
+    )
+    assert result.stalled
+    assert [s.outcome for s in result.steps] == ["best"] * 5
+    assert result.best_key == (8, 7) and result.work == 5.0
+
+
 def test_lower_bound_stops_as_proven_optimal():
     result = run_lns(
         7,
