@@ -419,16 +419,29 @@ def _memory(
         address = offsets.get(seg, seg.offset_units)
         placed[seg.memory].append((begin, finish, address, seg.size_units, flat))
 
+    # Units still held by a segment opened in the prefix: its box covers them from _PREFIX on.
+    still_held = {m: np.zeros(tops.get(m, 1), dtype=bool) for m in moving_memories}
     for seg in segments:
         if seg.start in fixed and seg.end in fixed:
             held_until = int(frame.end[seg.end])
             units = released.setdefault(seg.memory, np.zeros(tops[seg.memory], np.int64))
             span = units[seg.offset_units : seg.offset_units + seg.size_units]
             np.maximum(span, held_until, out=span)
-            if seg.memory in moving_memories and held_until > earliest:
-                add_box(seg, _PREFIX, held_until)
-        elif seg.start in fixed and seg.end not in x and seg.memory in moving_memories:
-            add_box(seg, _PREFIX, horizon)  # spans the whole window
+        elif seg.start in fixed and seg.memory in moving_memories:
+            still_held[seg.memory][seg.offset_units : seg.offset_units + seg.size_units] = True
+            if seg.end not in x:
+                add_box(seg, _PREFIX, horizon)  # spans the whole window
+    # Segments closed in the prefix, as boxes from _PREFIX to when each address frees. Boxes per
+    # address run, not per segment: segments that held one address in turn would overlap once
+    # all reach back to _PREFIX.
+    for memory in moving_memories & released.keys():
+        free_at = np.where(still_held[memory], 0, released[memory])
+        for lo, hi, until in _runs(free_at):
+            if until > earliest:
+                xs, ys = boxes[memory]
+                xs.append(model.new_fixed_size_interval_var(_PREFIX, until - _PREFIX, "held"))
+                ys.append(model.new_fixed_size_interval_var(lo, hi - lo, "at"))
+                placed[memory].append((_PREFIX, until, lo, hi - lo, False))
     for seg in segments:
         if seg.start not in x and seg.end not in x:
             continue
@@ -480,6 +493,16 @@ def _may_be_flat(instance: Instance, frame: PipeFrame, seg: Segment, pos: np.nda
         return False
     lo, hi = pos[seg.start], pos[seg.end]
     return not any(frame.cycles[u] and lo < pos[u] < hi for u in instance.buffers[seg.buf_id].users)
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int, int]]:
+    """Maximal runs ``[lo, hi)`` of equal non-zero values, with their value."""
+    runs = []
+    edges = np.flatnonzero(np.diff(values)) + 1
+    for lo, hi in zip(np.r_[0, edges], np.r_[edges, len(values)], strict=True):
+        if values[lo]:
+            runs.append((int(lo), int(hi), int(values[lo])))
+    return runs
 
 
 def _tops(segments: Sequence[Segment]) -> dict[str, int]:

@@ -115,8 +115,8 @@ def test_the_normalised_frame_simulates_the_same():
 def test_random_placements_and_windows(case):
     """Random small instances with valid placements (about half the draws): the full model's
     makespan is the evaluator's and never above the incumbent's; re-timing a window of the
-    first half of the nodes, or of the second half (after a fixed prefix), keeps the solution
-    valid with the same traffic."""
+    first half of the nodes, of the middle third or of the second half (after a fixed prefix)
+    keeps the solution valid with the same traffic (the incumbent is always a solution)."""
     inst, solution = case
     timed = frame(inst, solution, HARDWARE)
     if timed is None:  # the strategy also draws invalid solutions
@@ -126,8 +126,9 @@ def test_random_placements_and_windows(case):
     judged = evaluate(inst, full.solution, 3, HARDWARE)
     assert judged.valid, judged.violations
     assert judged.makespan_cycles == full.objective <= timed.makespan
-    half = max(1, len(timed.solution.order) // 2)
-    for window in (timed.solution.order[:half], timed.solution.order[half:]):
+    order = timed.solution.order
+    half, third = max(1, len(order) // 2), len(order) // 3
+    for window in (order[:half], order[third : max(2 * third, third + 1)], order[half:]):
         part = solve_pipes(inst, timed, window, time_limit_s=5)
         assert part.solution is not None
         again = evaluate(inst, part.solution, 3, HARDWARE)
@@ -292,3 +293,35 @@ def test_a_frame_timed_under_the_literal_rule_never_makes_the_model_raise():
     for v in lost[:3]:
         result = solve_pipes(inst, timed, [v], time_limit_s=1)
         assert isinstance(result.status, Status)
+
+
+def test_prefix_segments_that_held_one_address_in_turn_leave_the_window_feasible():
+    """Found on the official cases (every P3 window that could move addresses came back
+    INFEASIBLE at once): buffer 0 held UB [0, 4) before buffer 1 did, both opened before the
+    window; with both boxes reaching back to before time 0 they overlapped, so the incumbent
+    itself broke the NoOverlap2D. The window (Q, and buffer 2 on its own address) must solve."""
+    inst = _graph(
+        {
+            1: ("P1", "VECTOR", 10, [0]),
+            4: ("P2", "VECTOR", 10, [1]),
+            6: ("Q", "VECTOR", 10, []),
+            8: ("B", "MTE2", 10, [2]),
+        },
+        {
+            0: (0, 0, "UB", 4),
+            2: (1, 0, "UB", 4),
+            3: (0, 1, "UB", 4),
+            5: (1, 1, "UB", 4),
+            7: (0, 2, "UB", 4),
+            9: (1, 2, "UB", 4),
+        },
+        [[0, 1], [1, 2], [3, 4], [4, 5], [6, 7], [7, 8], [8, 9]],
+    )
+    timed = frame(inst, Solution(order=range(10), offsets={0: 0, 1: 0, 2: 8}), HARDWARE)
+    assert timed is not None and timed.makespan == 40
+    for move in (False, True):
+        part = solve_pipes(inst, timed, [6, 7, 8, 9], move_addresses=move, time_limit_s=5)
+        assert part.status is Status.OPTIMAL and part.solution is not None, part.status
+        judged = evaluate(inst, part.solution, 3, HARDWARE)
+        assert judged.valid, judged.violations
+        assert judged.makespan_cycles == part.objective == 40
