@@ -6,12 +6,14 @@ Usage::
     python benchmarks/cases.py [--name pipeline] [--problem all|1|2|3] [--time-limit 600]
                                [--method full|heuristics] [--reuse-rule residency|literal]
                                [--seed 0] [--nodes 36000]
-                               [--no-generated] [--out DIR]
+                               [--no-generated] [--jobs 1] [--out DIR]
 
 Writes into ``--out`` (default ``results/<date>_<name>``): ``runs/<case>/`` (attachment files and
 summary.json of that run), ``runs.csv`` (one row per case, in ``npuopt bench``'s format, so
 ``npuopt table DIR`` works here too), ``table.md`` and ``README.md`` (question, command,
-commit). ``python benchmarks/cases.py --runs-csv DIR...`` rewrites ``runs.csv`` of existing
+commit). ``--jobs N`` solves N cases at once (each solve is single-threaded: on 2 cores,
+``--jobs 2`` halves the wall time; each case still gets its whole time limit).
+``python benchmarks/cases.py --runs-csv DIR...`` rewrites ``runs.csv`` of existing
 folders from their summaries. Every figure comes from the evaluator through ``npuopt solve``;
 afterwards each written file is checked again with ``npuopt evaluate``.
 """
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,6 +146,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--nodes", type=int, default=36_000, help="size of the generated graph")
     parser.add_argument("--no-generated", action="store_true", help="official cases only")
+    parser.add_argument("--jobs", type=int, default=1, help="cases solved at once")
     parser.add_argument("--out", type=Path)
     parser.add_argument(
         "--runs-csv",
@@ -183,13 +187,19 @@ def main() -> None:
         )
         graphs.append((generated.stem, generated))
 
-    rows = []
     for name, path in graphs:
         if path is None:
             print(f"{name}: skipped (not found)", file=sys.stderr)
-            continue
-        rows.append(run_case(path, out / "runs" / name, args))
-        print(f"{name}: {rows[-1]['wall_s']} s", file=sys.stderr)
+    found = [(name, path) for name, path in graphs if path is not None]
+
+    def solve(item: tuple[str, Path]) -> dict:
+        name, path = item
+        case = run_case(path, out / "runs" / name, args)
+        print(f"{name}: {case['wall_s']} s", file=sys.stderr)
+        return case
+
+    with ThreadPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
+        rows = list(pool.map(solve, found))
 
     columns = [("case", lambda c: c["case"])]
     for p in _problems(args.problem):
@@ -216,12 +226,14 @@ def main() -> None:
         f"--method {args.method} --reuse-rule {args.reuse_rule} "
         f"--time-limit {args.time_limit:g} --seed {args.seed}"
         + (" --no-generated" if args.no_generated else f" --nodes {args.nodes}")
+        + (f" --jobs {args.jobs}" if args.jobs > 1 else "")
     )
     (out / "README.md").write_text(
         f"# {args.name}: `npuopt solve --problem {args.problem} --method {args.method} "
         f"--time-limit {args.time_limit:g}` "
         f"({today})\n\n"
-        f"Command: `{command}`  \nCommit: `{commit}`; machine: 2 cores; "
+        f"Command: `{command}`  \nCommit: `{commit}`; machine: 2 cores, {max(args.jobs, 1)} "
+        "case(s) at once; "
         f"reuse rule: {args.reuse_rule}.\n"
         + (
             ""
