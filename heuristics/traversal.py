@@ -35,6 +35,7 @@ import numpy as np
 
 from solver.hardware import COUNTED_MEMORIES, Hardware
 from solver.instance import Instance
+from solver.solution import op_successors
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def find_units(instance: Instance) -> Units:
     )
     n = instance.n_nodes
     is_op = [instance.is_op(v) for v in range(n)]
-    op_succ = tuple(tuple(_op_successors(instance, v, is_op)) if is_op[v] else () for v in range(n))
+    op_succ = tuple(tuple(s) for s in op_successors(instance))
     pred_count = [0] * n
     for v in range(n):
         for w in op_succ[v]:
@@ -190,22 +191,6 @@ def expand(instance: Instance, units: Units, unit_order: Sequence[int]) -> list[
     for v in instance.topological_order:  # loose ops no unit needs
         if is_loose[v] and not done[v]:
             run(v)
-    return out
-
-
-def _op_successors(instance: Instance, v: int, is_op: Sequence[bool]) -> list[int]:
-    """Op successors of an op (through buffer nodes too)."""
-    succ = instance.successors
-    out, stack, seen = [], list(succ[v]), set()
-    while stack:
-        w = stack.pop()
-        if w in seen:
-            continue
-        seen.add(w)
-        if is_op[w]:
-            out.append(w)
-        else:
-            stack.extend(succ[w])
     return out
 
 

@@ -38,6 +38,7 @@ from solver.solution import (
     Solution,
     buffer_lifetimes,
     op_profile,
+    op_successors,
     schedule_from_op_order,
     unused_buffer_units,
 )
@@ -59,18 +60,10 @@ class OrderingData:
         self.instance = instance
         is_op = [instance.is_op(v) for v in range(instance.n_nodes)]
         op_pred: dict[int, set[int]] = {v: set() for v in instance.op_ids}
+        successors = op_successors(instance)
         for u in instance.op_ids:
-            stack = list(instance.successors[u])
-            seen: set[int] = set()
-            while stack:
-                w = stack.pop()
-                if w in seen:
-                    continue
-                seen.add(w)
-                if is_op[w]:
-                    op_pred[w].add(u)
-                else:
-                    stack.extend(instance.successors[w])
+            for w in successors[u]:
+                op_pred[w].add(u)
         self.op_pred = {v: tuple(sorted(p)) for v, p in op_pred.items()}
         op_succ: dict[int, list[int]] = {v: [] for v in instance.op_ids}
         for v, preds in self.op_pred.items():

@@ -105,6 +105,26 @@ def op_order_of(instance: Instance, order: Sequence[int]) -> tuple[int, ...]:
     return tuple(v for v in order if instance.is_op(v))
 
 
+def op_successors(instance: Instance) -> list[list[int]]:
+    """Per node: for an op, the ops reachable from it through buffer nodes only (its op-level
+    successors, depth-first order); for a buffer node, nothing."""
+    succ = instance.successors
+    is_op = [instance.is_op(v) for v in range(instance.n_nodes)]
+    result: list[list[int]] = [[] for _ in range(instance.n_nodes)]
+    for v in instance.op_ids:
+        out, stack, seen = result[v], list(succ[v]), set()
+        while stack:
+            w = stack.pop()
+            if w in seen:
+                continue
+            seen.add(w)
+            if is_op[w]:
+                out.append(w)
+            else:
+                stack.extend(succ[w])
+    return result
+
+
 def schedule_from_op_order(instance: Instance, op_order: Sequence[int]) -> tuple[int, ...]:
     """The full schedule of an op order: ALLOCs just in time, FREEs as soon as ready.
 
