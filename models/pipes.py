@@ -434,7 +434,7 @@ def _memory(
     # Segments closed in the prefix, as boxes from _PREFIX to when each address frees. Boxes per
     # address run, not per segment: segments that held one address in turn would overlap once
     # all reach back to _PREFIX.
-    for memory in moving_memories & released.keys():
+    for memory in sorted(moving_memories & released.keys()):
         free_at = np.where(still_held[memory], 0, released[memory])
         for lo, hi, until in _runs(free_at):
             if until > earliest:

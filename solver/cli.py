@@ -277,7 +277,7 @@ def solve(
         startup = process_elapsed() - sum(load_s for _, load_s in loaded)
         for i, (instance, load_s) in enumerate(loaded):
             spent = load_s + (startup if i == 0 else 0.0)
-            budget = replace(options, time_limit_s=max(0.0, time_limit - spent))
+            budget = replace(options, spent_s=spent)
             result = solve_instance(instance, budget, None if quiet else _print_progress)
             for p in problems:
                 candidate = result.best(p)
