@@ -245,7 +245,9 @@ def solve_instance(
 
     def report(stage: str, message: str) -> None:
         elapsed = time.monotonic() - started
-        result.stage_s[stage] = elapsed - sum(result.stage_s.values())
+        # Time since the previous report goes to this stage (a stage may report many times).
+        since = elapsed - sum(result.stage_s.values())
+        result.stage_s[stage] = result.stage_s.get(stage, 0.0) + since
         log.info("%s %s: %s", instance.name, stage, message)
         if progress is not None:
             progress(Progress(instance.name, stage, message, elapsed))

@@ -58,6 +58,17 @@ def test_progress_reports_each_stage():
     assert all(e.case == "example7" for e in events)
 
 
+def test_stage_times_add_up_across_repeated_reports():
+    """Stages report several times (P1, bounds, the LNS stages): each report adds the time
+    since the previous one to its stage, so the stages add up to the last report's time (an
+    overwrite used to drop a stage's earlier share and give it to the next stage)."""
+    events: list[Progress] = []
+    result = solve_instance(tiny("respill"), SolveOptions(time_limit_s=10), events.append)
+    assert len({e.stage for e in events}) < len(events)  # some stage reported twice
+    assert sum(result.stage_s.values()) == pytest.approx(events[-1].elapsed_s, abs=1e-6)
+    assert all(v >= 0 for v in result.stage_s.values())
+
+
 def test_same_seed_same_answers():
     inst = tiny("respill")
     first = solve_instance(inst, SolveOptions(seed=3, time_limit_s=10))
