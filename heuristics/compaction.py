@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -253,17 +253,23 @@ def compact_order(
     max_moves: int,
     deadline: float | None = None,
     compactor: Compactor | None = None,
+    on_best: Callable[[list[int]], None] | None = None,
 ) -> CompactionResult:
     """Iterated compaction from a valid op order: a descent, then (while moves are left) one or
     two random moves on any movable buffer followed by a descent, kept when the key is no worse.
 
     Returns the best order found (never worse than ``op_order``), its key and the moves spent.
-    ``deadline`` (``time.monotonic()``) only stops a search the move count misjudged.
+    ``deadline`` (``time.monotonic()``) only stops a search the move count misjudged;
+    ``on_best`` is called with each order that lowers the key, as soon as it is found (so an
+    interrupted run keeps it).
     """
     compactor = compactor or Compactor(instance)
+    start_key = compactor.key(op_order)
     current = descend(compactor, op_order, max_moves, deadline)
     moves, improvements = current.moves, current.improvements
     best_order, best_key = current.op_order, current.key
+    if on_best is not None and best_key < start_key:
+        on_best(best_order)
     while moves < max_moves and compactor.movable:
         if deadline is not None and time.monotonic() > deadline:
             break
@@ -275,6 +281,9 @@ def compact_order(
         step = descend(compactor, trial, max_moves - moves, deadline)
         moves += step.moves
         if step.key <= best_key:
-            improvements += step.key < best_key
+            lower = step.key < best_key
+            improvements += lower
             best_order, best_key = step.op_order, step.key
+            if lower and on_best is not None:
+                on_best(best_order)
     return CompactionResult(best_order, best_key, moves, improvements)

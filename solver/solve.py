@@ -3,14 +3,18 @@
 Stages share one deadline:
 
 1. **P1** — the memory-aware list scheduler with each policy, then seeded restarts
-   (:mod:`heuristics.ordering`); the best valid order is then refined by windowed LNS over the
-   CP-SAT ordering model (:mod:`models.ordering`, :mod:`solver.lns`) for its share of the
-   limit. On small instances the full model runs first for a proven bound; the bound reported
-   is the best of that and the forced-live bound.
+   (:mod:`heuristics.ordering`); the best valid order is then refined by buffer compaction
+   (:mod:`heuristics.compaction`: moves that pull one buffer's users together across the whole
+   order), then by windowed LNS over the CP-SAT ordering model (:mod:`models.ordering`,
+   :mod:`solver.lns`), each for its share of the limit, and a last compaction descent. On small
+   instances the full model runs first for a proven bound; the bound reported is the best of
+   that and the forced-live bound. In the pipeline the LNS stops when its peak stalls and
+   leaves the rest of its budget to P3.
 2. **P2** — a traversal search (:mod:`heuristics.traversal`: simulated annealing over the order
-   of L0-connected units, on an address-free traffic estimate) proposes an order; it and the best
-   few Problem 1 orders are placed with each placement policy (:mod:`heuristics.placement`) and
-   reordered for the pipes with the placement kept (:mod:`heuristics.pipes`). The best is refined
+   of L0-connected units, on an address-free traffic estimate, from the list scheduler's best
+   order) proposes an order; it, the best few list-scheduler orders and the refined Problem 1
+   order are placed with each placement policy (:mod:`heuristics.placement`) and reordered for
+   the pipes with the placement kept (:mod:`heuristics.pipes`). The best is refined
    by the CP-SAT placement model (:mod:`models.placement`): the full model on small instances,
    then windowed LNS, whose windows re-place buffers or re-order a run of
    nodes and re-place their buffers in the same model.
@@ -414,15 +418,19 @@ def _compact_order(
     assert result.p1 is not None
     ops = op_order_of(instance, result.p1.solution.order)
     compactor = Compactor(instance)
+    before = result.p1.evaluation.max_v_stay_units
+    method = f"{result.p1.method}+compaction"
+
+    def keep(op_order: list[int]) -> None:
+        order = schedule_from_op_order(instance, op_order)
+        _keep_if_better(instance, result, Solution(order=order), method, ties=True)
+
     if rng is None:
         found = descend(compactor, ops, moves, deadline)
     else:
         seeded = np.random.default_rng(int(rng.integers(2**31)))
-        found = compact_order(instance, ops, seeded, moves, deadline, compactor)
-    order = schedule_from_op_order(instance, found.op_order)
-    before = result.p1.evaluation.max_v_stay_units
-    method = f"{result.p1.method}+compaction"
-    _keep_if_better(instance, result, Solution(order=order), method, ties=True)
+        found = compact_order(instance, ops, seeded, moves, deadline, compactor, keep)
+    keep(found.op_order)
     after = result.p1.evaluation.max_v_stay_units
     report("P1-compact", f"max V_stay {before:,} -> {after:,} ({found.moves:,} moves)")
 

@@ -116,3 +116,18 @@ def test_flashattention_case0_descent_passes_the_window_lns_plateau():
     found = descend(Compactor(inst), ops, max_moves=5000)
     assert _valid(inst, found.op_order)
     assert found.key[0] <= 4_370 < peak_key(inst, ops)[0]
+
+
+def test_each_new_best_is_handed_over_as_found():
+    """An interrupted run keeps what compaction found: every order handed over lowers the key
+    of the one before, and the last one is the answer."""
+    inst = load_instance(bundled("flashattention_2x3.json"))
+    ops = _start(inst)
+    seen: list[list[int]] = []
+    found = compact_order(inst, ops, np.random.default_rng(3), 300, on_best=seen.append)
+    keys = [peak_key(inst, ops)] + [peak_key(inst, o) for o in seen]
+    assert all(a > b for a, b in zip(keys, keys[1:], strict=False))
+    if seen:
+        assert seen[-1] == found.op_order
+    else:
+        assert found.key == peak_key(inst, ops)
