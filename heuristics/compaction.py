@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from heuristics.neighbourhoods import profile_key
 from solver.hardware import COUNTED_MEMORIES, L0_MEMORIES
 from solver.instance import Instance
 from solver.solution import op_successors
@@ -60,6 +61,7 @@ class Compactor:
         self.instance = instance
         buffers = instance.buffers
         self.ops = list(instance.op_ids)
+        #: :func:`solver.solution.op_successors` (``models.ordering.OrderingData`` takes it too).
         self.succ = op_successors(instance)
         self.pred_count = [0] * instance.n_nodes
         for v in self.ops:
@@ -104,11 +106,7 @@ class Compactor:
 
     def key(self, op_order: Sequence[int]) -> Key:
         """``(peak, positions at the peak)``, as :func:`heuristics.neighbourhoods.peak_key`."""
-        profile = self.profile(op_order)
-        if not len(profile):
-            return (0, 0)
-        peak = int(profile.max())
-        return (peak, int((profile == peak).sum()))
+        return profile_key(self.profile(op_order))
 
     def at_peak(self, op_order: Sequence[int]) -> list[int]:
         """Movable buffers live at some peak position."""

@@ -27,7 +27,11 @@ def peak_key(instance: Instance, op_order: Sequence[int]) -> tuple[int, int]:
     The count lets the search see progress where the same peak recurs many times
     (FlashAttention_Case1, FINDINGS): removing one occurrence is an improvement.
     """
-    profile = op_profile(instance, op_order)
+    return profile_key(op_profile(instance, op_order))
+
+
+def profile_key(profile: np.ndarray) -> tuple[int, int]:
+    """``(peak, number of positions at the peak)`` of a residency profile."""
     if not len(profile):
         return (0, 0)
     peak = int(profile.max())

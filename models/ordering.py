@@ -54,13 +54,19 @@ class OrderingData:
     op_pred, op_succ
         Op-level predecessors (successors) of each op: ops with a path to (from) it whose inner
         nodes are buffer nodes only.
+
+    Pass ``successors`` (:func:`solver.solution.op_successors` of the instance) when the caller
+    has computed it already (0.24 s at 36k nodes).
     """
 
-    def __init__(self, instance: Instance) -> None:
+    def __init__(
+        self, instance: Instance, successors: Sequence[Sequence[int]] | None = None
+    ) -> None:
         self.instance = instance
         is_op = [instance.is_op(v) for v in range(instance.n_nodes)]
         op_pred: dict[int, set[int]] = {v: set() for v in instance.op_ids}
-        successors = op_successors(instance)
+        if successors is None:
+            successors = op_successors(instance)
         for u in instance.op_ids:
             for w in successors[u]:
                 op_pred[w].add(u)

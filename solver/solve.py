@@ -295,10 +295,12 @@ def _pipeline(
             stall = None if alone else max(P1_STALL_SHARE * work, P1_STALL_MIN)
             share = COMPACTION_ALONE_SHARE if alone else COMPACTION_SHARE
             moves = moves_for(instance, share * options.time_limit_s)
-            _compact_order(instance, result, rng, moves, p1_deadline, report)
-            spare = _refine_order(instance, result, options, rng, work, p1_deadline, stall, report)
+            compactor = Compactor(instance)
+            _compact_order(compactor, result, rng, moves, p1_deadline, report)
+            data = OrderingData(instance, compactor.succ)
+            spare = _refine_order(data, result, rng, work, p1_deadline, stall, report)
             closing = max(1, int(CLOSING_DESCENT * moves))
-            _compact_order(instance, result, None, closing, p1_deadline, report)
+            _compact_order(compactor, result, None, closing, p1_deadline, report)
     else:
         report("P1", "no valid order found (L0 single residency could not be kept)")
     if not {2, 3} & set(options.problems):
@@ -406,7 +408,7 @@ def _settle(instance: Instance, options: SolveOptions, result: CaseResult) -> No
 
 
 def _compact_order(
-    instance: Instance,
+    compactor: Compactor,
     result: CaseResult,
     rng: np.random.Generator | None,
     moves: int,
@@ -416,8 +418,8 @@ def _compact_order(
     """Buffer compaction of the Problem 1 answer for ``moves`` moves: iterated (seeded from
     ``rng``) or, without ``rng``, a plain descent. The evaluator judges what it keeps."""
     assert result.p1 is not None
+    instance = compactor.instance
     ops = op_order_of(instance, result.p1.solution.order)
-    compactor = Compactor(instance)
     before = result.p1.evaluation.max_v_stay_units
     method = f"{result.p1.method}+compaction"
 
@@ -436,9 +438,8 @@ def _compact_order(
 
 
 def _refine_order(
-    instance: Instance,
+    data: OrderingData,
     result: CaseResult,
-    options: SolveOptions,
     rng: np.random.Generator,
     budget: float,
     deadline: float,
@@ -451,7 +452,7 @@ def _refine_order(
 
     Returns the budget left when the LNS stopped early (stalled), else 0."""
     assert result.p1 is not None
-    data = OrderingData(instance)
+    instance = data.instance
     seed = int(rng.integers(2**31))
     ops = op_order_of(instance, result.p1.solution.order)
     proven = False
