@@ -47,8 +47,18 @@ def make_solver(
 
 
 def set_param(parameters: object, name: str, value: str) -> None:
-    """Set a CP-SAT parameter from its text form (``"true"``, ``"2"``, ``"0.5"``)."""
+    """Set a CP-SAT parameter from its text form (``"true"``, ``"2"``, ``"0.5"``, or an enum
+    value by name, ``"FIXED_SEARCH"``)."""
     current = getattr(parameters, name)
     kind = type(current)
-    parsed: object = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    parsed: object
+    if kind is bool:
+        parsed = value.lower() in ("1", "true", "yes")
+    elif hasattr(kind, "__members__"):  # an enum: by name
+        members = kind.__members__
+        if value not in members:
+            raise ValueError(f"{name}: {value!r} is not one of {', '.join(members)}")
+        parsed = members[value]
+    else:
+        parsed = kind(value)
     setattr(parameters, name, parsed)
