@@ -64,8 +64,19 @@ _PREFIX = -1
 #: Kind order among nodes starting at the same cycle: segment ends (FREE, SPILL_OUT) release
 #: addresses before segment starts (ALLOC, SPILL_IN) take them.
 _ENDS_FIRST = {"end": 0, "op": 1, "start": 2}
-#: CP-SAT settings of this model (overridable through ``params``).
-_PARAMS = {"linearization_level": "0", "cp_model_presolve": "false"}
+#: CP-SAT settings of this model (overridable through ``params``). Measured on Conv_Case0
+#: (2,662 nodes): with the LP relaxation and presolve on, the first solution takes 60 s; without,
+#: 8 s (precedences and no-overlaps propagate well). With CP-SAT's default search, a window solve
+#: after the hint spends its time raising the objective's bound one unit per conflict, work
+#: CP-SAT hardly counts as deterministic time: 9 windows of 80-200 nodes took 47-79 s of wall
+#: clock for 0.4 deterministic s each, several 10 s for 0.04 (the wall-clock cap), on
+#: Matmul_Case0, FlashAttention_Case1 and Conv_Case0's 600 s answers. Quick restarts (with the
+#: hint) take 15-18 s for the same windows and improve 3-5 of 9 windows instead of 0-2.
+_PARAMS = {
+    "linearization_level": "0",
+    "cp_model_presolve": "false",
+    "search_branching": "PORTFOLIO_WITH_QUICK_RESTART_SEARCH",
+}
 
 
 @dataclass(frozen=True)
@@ -237,8 +248,6 @@ def solve_pipes(
         workers=workers,
         deterministic=deterministic,
         log=log,
-        # Measured on Conv_Case0 (2,662 nodes): with the LP relaxation and presolve on, the
-        # first solution takes 60 s; without, 8 s. Precedences and no-overlaps propagate well.
         params={**_PARAMS, **(params or {})},
     )
     status = STATUS[solver.solve(model)]
