@@ -79,9 +79,11 @@ class LnsParams:
         deadline it does not depend on the machine's load, so with deterministic repairs a run
         that ends on its budget is reproducible step for step.
     stall_work
-        Stop once this much work has passed since the objective itself (the key's first
-        component) last improved: later components only guide the search across plateaus, and
-        the caller may have a better use for the rest of the budget.
+        Stop once this much work has passed since the key's first ``stall_depth`` components
+        last improved: later components only guide the search across plateaus, and the caller
+        may have a better use for the rest of the budget.
+    stall_depth
+        Leading key components whose improvement counts as progress (1: the objective only).
     """
 
     initial_window: int = 40
@@ -93,6 +95,7 @@ class LnsParams:
     max_steps: int | None = None
     work_budget: float | None = None
     stall_work: float | None = None
+    stall_depth: int = 1
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,8 @@ def run_lns(
     size = float(params.initial_window)
     index = 0
     work = 0.0
-    gained_at = 0.0  # work done when the key's first component last improved
+    gained_at = 0.0  # work done when the key's leading components last improved
+    depth = params.stall_depth
     longest = 0.0  # the slowest step so far: the next one starts only if that much is left
     while True:
         if lower_bound is not None and best_key <= lower_bound:
@@ -222,7 +226,7 @@ def run_lns(
             assert repaired.candidate is not None and after is not None
             current, current_key = repaired.candidate, after
         if outcome == "best":
-            if current_key[:1] < best_key[:1]:
+            if current_key[:depth] < best_key[:depth]:
                 gained_at = work
             best, best_key = current, current_key
             if on_best is not None:

@@ -8,7 +8,7 @@ Stages share one deadline:
    order), then by windowed LNS over the CP-SAT ordering model (:mod:`models.ordering`,
    :mod:`solver.lns`), each for its share of the limit, and a last compaction descent. On small
    instances the full model runs first for a proven bound; the bound reported is the best of
-   that and the forced-live bound. In the pipeline the LNS stops when its peak stalls and
+   that and the forced-live bound. In the pipeline the LNS stops when its key stalls and
    leaves the rest of its budget to P3.
 2. **P2** — a traversal search (:mod:`heuristics.traversal`: simulated annealing over the order
    of L0-connected units, on an address-free traffic estimate, from the list scheduler's best
@@ -100,8 +100,12 @@ COMPACTION_SHARE, COMPACTION_ALONE_SHARE = 0.10, 0.40
 #: Moves of the closing descent after the LNS, as a share of the compaction's.
 CLOSING_DESCENT = 0.1
 #: Problem 1 LNS settings (windows of 30-50 ops close in ~1 s; larger ones stop closing).
-P1_LNS = LnsParams(initial_window=30, min_window=8, max_window=50, step_time_s=1.5)
-#: When Problems 2/3 follow, Problem 1's LNS stops once its peak has not dropped for this share
+#: ``stall_depth=2``: a drop in the number of positions at the peak is progress too; on
+#: FlashAttention_Case1 (the same peak once per key/value column) 26 such drops in a row were
+#: cut off as a stall at 7,588 in a 600 s run of d5554fa; the window LNS alone
+#: (results/2026-11-21_p1-120s) reached 7,586 after 70 improving steps, most of them such drops.
+P1_LNS = LnsParams(initial_window=30, min_window=8, max_window=50, step_time_s=1.5, stall_depth=2)
+#: When Problems 2/3 follow, Problem 1's LNS stops once its key has not dropped for this share
 #: of its budget (but never sooner than ``P1_STALL_MIN`` deterministic seconds), and hands what
 #: is left to Problem 3, whose LNS still improves at the end of its budget. At 600 s the
 #: official cases' P1 peaks stopped dropping within the first 35 of 72 deterministic seconds.
@@ -449,7 +453,8 @@ def _refine_order(
 ) -> float:
     """Problem 1 refinement for ``budget`` deterministic seconds (``deadline`` stops a slow
     machine): on small instances the full model first (it may prove the optimum outright),
-    then windowed LNS, which stops early when the peak has not dropped for ``stall``.
+    then windowed LNS, which stops early when its key (peak, positions at the peak) has not
+    dropped for ``stall``.
 
     Returns the budget left when the LNS stopped early (stalled), else 0."""
     assert result.p1 is not None

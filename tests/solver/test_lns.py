@@ -136,6 +136,27 @@ def test_stall_counts_from_the_last_drop_of_the_objective_not_of_the_tie_break()
     assert result.best_key == (8, 7) and result.work == 5.0
 
 
+def test_stall_depth_two_counts_tie_break_drops_as_progress():
+    """The keys of the test above with ``stall_depth=2``: every step lowers the key, so the
+    search never stalls and stops on its budget after the nine steps the keys allow."""
+    keys = iter([(9, 9), (9, 8), (8, 9), (8, 8), (8, 7), (8, 6), (8, 5), (8, 4), (8, 3)])
+
+    def repair(incumbent, window, time_limit_s, seed):
+        return Repaired(next(keys), True, "OPTIMAL", work=1.0)
+
+    result = run_lns(
+        (10, 0),
+        lambda v: v,
+        [Hood()],
+        repair,
+        np.random.default_rng(0),
+        time.monotonic() + 60,
+        LnsParams(work_budget=9.0, stall_work=2.0, stall_depth=2),
+    )
+    assert not result.stalled
+    assert result.best_key == (8, 3) and result.work == 9.0
+
+
 def test_lower_bound_stops_as_proven_optimal():
     result = run_lns(
         7,
