@@ -31,8 +31,13 @@ def make_solver(
     With ``deterministic`` the limit is CP-SAT's deterministic time (with one worker and a fixed
     seed the answer is then the same on every run, whatever the machine's load); wall-clock
     time is only a safety net then. ``params`` pass straight through by name.
+
+    CP-SAT leaves SIGINT alone: its own handler, once a solve has installed it, stays behind
+    and makes a later Ctrl-C kill the process outright, losing the answers the CLI writes on
+    an interrupt. Python's handler then raises ``KeyboardInterrupt`` when the solve returns.
     """
     solver = cp_model.CpSolver()
+    solver.parameters.catch_sigint_signal = False
     if deterministic:
         solver.parameters.max_deterministic_time = max(0.01, time_limit_s)
         solver.parameters.max_time_in_seconds = 10 * max(1.0, time_limit_s)
