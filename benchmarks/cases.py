@@ -69,6 +69,7 @@ def run_case(graph: Path, out: Path, args: argparse.Namespace) -> dict:
         "--reuse-rule",
         args.reuse_rule,
         "--quiet",
+        *(["--speed", str(args.speed)] if args.speed is not None else []),
     ]
     started = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -76,7 +77,9 @@ def run_case(graph: Path, out: Path, args: argparse.Namespace) -> dict:
     wall = time.monotonic() - started
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(cmd)} failed with status {status}")
-    case = json.loads((out / "summary.json").read_text())["cases"][0]
+    summary = json.loads((out / "summary.json").read_text())
+    case = summary["cases"][0]
+    case["speed"] = summary.get("speed")
     case["wall_s"] = round(wall, 1)
     case["peak_rss_mib"] = round(usage.ru_maxrss / 1024, 1)
     case["rechecked"] = all(_recheck(graph, out, p) for p in _problems(args.problem))
@@ -149,6 +152,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="cases solved at once")
     parser.add_argument("--out", type=Path)
     parser.add_argument(
+        "--speed", type=float, help="pin every case's speed factor (default: each measures it)"
+    )
+    parser.add_argument(
         "--runs-csv",
         type=Path,
         nargs="+",
@@ -205,6 +211,7 @@ def main() -> None:
     for p in _problems(args.problem):
         columns += COLUMNS[p]
     columns += [
+        ("speed", lambda c: "-" if c["speed"] is None else f"{c['speed']:.3g}"),
         ("wall s", lambda c: str(c["wall_s"])),
         ("peak RSS MiB", lambda c: str(c["peak_rss_mib"])),
         ("files valid", lambda c: "yes" if c["rechecked"] else "NO"),
@@ -227,6 +234,7 @@ def main() -> None:
         f"--time-limit {args.time_limit:g} --seed {args.seed}"
         + (" --no-generated" if args.no_generated else f" --nodes {args.nodes}")
         + (f" --jobs {args.jobs}" if args.jobs > 1 else "")
+        + (f" --speed {args.speed:g}" if args.speed is not None else "")
     )
     (out / "README.md").write_text(
         f"# {args.name}: `npuopt solve --problem {args.problem} --method {args.method} "
@@ -244,6 +252,8 @@ def main() -> None:
         + "\n"
         + "\n".join(table)
         + "\n\n"
+        "Speed: the machine's speed factor each run measured or was given (`solver/speed.py`); "
+        "`--speed` with it reproduces a run on another machine.\n"
         "Public figures: the best published ones (FINDINGS.md). Solution files: `runs/<case>/`; "
         "`summary.json` there holds bounds, gaps, methods and LNS step counts.\n"
     )

@@ -69,6 +69,8 @@ class Task:
     method: Method
     seed: int
     time_limit_s: float
+    #: The machine's speed factor (:mod:`solver.speed`), measured once for the whole study.
+    speed: float = 1.0
 
     @property
     def instance(self) -> str:
@@ -81,13 +83,17 @@ class Task:
 
 
 def tasks(
-    graphs: Sequence[str], methods: Sequence[Method], seeds: Sequence[int], time_limit_s: float
+    graphs: Sequence[str],
+    methods: Sequence[Method],
+    seeds: Sequence[int],
+    time_limit_s: float,
+    speed: float = 1.0,
 ) -> list[Task]:
     """Every (graph, method, seed) combination, in that nesting order."""
     for method in methods:
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    return [Task(g, m, s, time_limit_s) for g in graphs for m in methods for s in seeds]
+    return [Task(g, m, s, time_limit_s, speed) for g in graphs for m in methods for s in seeds]
 
 
 def done_keys(out: Path) -> set[tuple[str, str, str, str]]:
@@ -106,7 +112,11 @@ def run_task(task: Task, out: str, hardware: Hardware, commit: str) -> dict[str,
     """Solve one task in this process and write its files; return its ``runs.csv`` row."""
     instance = load_instance(task.graph, hardware)
     options = SolveOptions(
-        time_limit_s=task.time_limit_s, seed=task.seed, hardware=hardware, method=task.method
+        time_limit_s=task.time_limit_s,
+        seed=task.seed,
+        hardware=hardware,
+        method=task.method,
+        speed=task.speed,
     )
     result = solve_instance(instance, options)
     folder = Path(out) / "runs" / task.instance / task.method / f"seed{task.seed}"
@@ -114,7 +124,7 @@ def run_task(task: Task, out: str, hardware: Hardware, commit: str) -> dict[str,
         candidate = result.best(p)
         if candidate is not None and candidate.evaluation.valid:
             write_solution(folder / f"Problem{p}", instance.name, p, candidate.solution)
-    summary = case_summary(result)
+    summary = {**case_summary(result), "speed": task.speed}
     atomic_write_text(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
     return row(task, summary, commit)
 

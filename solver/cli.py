@@ -44,6 +44,7 @@ from solver.report import (
     results_table,
 )
 from solver.solve import Candidate, Interrupted, Progress, SolveOptions, solve_instance
+from solver.speed import MAX_SPEED, MIN_SPEED, measure_speed, quantize
 from solver.tables import competition, render, seed_table
 
 #: What ``npuopt solve`` runs on when no graph is given.
@@ -111,6 +112,16 @@ HardwareOpt = Annotated[
     Path | None, typer.Option("--hardware", help="Hardware TOML (capacities, layout rules).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+SpeedOpt = Annotated[
+    float | None,
+    typer.Option(
+        min=MIN_SPEED,
+        max=MAX_SPEED,
+        help="Size the work budgets for a machine this many times the reference one, rounded "
+        "to a quarter octave (default: measured here, ~1.5 s; summary.json records it: pass it "
+        "back to reproduce a run on another machine).",
+    ),
+]
 
 
 @app.command()
@@ -234,6 +245,7 @@ def solve(
         typer.Option("--overwrite", help="Replace existing result files even by worse ones."),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
+    speed: SpeedOpt = None,
 ) -> None:
     """Solve Problems 1-3 and write the attachment files, summary.json and a results table.
 
@@ -248,6 +260,7 @@ def solve(
             began = time.monotonic()
             loaded.append((load_instance(g, hardware), time.monotonic() - began))
     problems = (1, 2, 3) if problem is ProblemChoice.all else (int(problem.value),)
+    factor = _speed(speed, quiet)
     options = SolveOptions(
         problems=problems,
         time_limit_s=time_limit,
@@ -256,6 +269,7 @@ def solve(
         hardware=hardware,
         reuse_rule=reuse_rule.value,
         method=method.value,
+        speed=factor,
     )
     cases: list[dict[str, Any]] = []
     summary: dict[str, Any] = {
@@ -267,6 +281,7 @@ def solve(
         "reuse_rule": reuse_rule.value,
         "method": method.value,
         "hardware": str(hardware_file) if hardware_file else "contest defaults",
+        "speed": factor,
         "cases": cases,
     }
     all_valid = True
@@ -344,6 +359,16 @@ def _better_existing(
     return Candidate("existing files", existing, judged)
 
 
+def _speed(given: float | None, quiet: bool) -> float:
+    """The speed factor: ``given``, or measured on this machine (and said so)."""
+    if given is not None:
+        return quantize(given)
+    factor = measure_speed()
+    if not quiet:
+        typer.echo(f"speed factor {factor:.3g} (measured; --speed {factor:.3g} pins it)", err=True)
+    return factor
+
+
 def _print_progress(event: Progress) -> None:
     typer.echo(f"[{event.case}] {event.stage}: {event.message} ({event.elapsed_s:.1f} s)", err=True)
 
@@ -410,6 +435,7 @@ def bench(
         ),
     ] = None,
     hardware_file: HardwareOpt = None,
+    speed: SpeedOpt = None,
 ) -> None:
     """Run methods x graphs x seeds in worker processes (or on a Ray cluster) into a study
     folder (runs.csv, files, README). Running the same command again skips the rows already
@@ -429,6 +455,7 @@ def bench(
                 [m.strip() for m in methods.split(",") if m.strip()],  # type: ignore[misc]
                 [int(s) for s in seeds.split(",") if s.strip()],
                 time_limit,
+                _speed(speed, quiet=False),
             )
         except ValueError as exc:
             raise NpuoptError(f"bench: {exc}") from None

@@ -85,10 +85,12 @@ METHODS: tuple[Method, ...] = ("full", "heuristics")
 ORDERS_TO_PLACE = 4
 # How the time limit is spent. Each CP-SAT refinement has a *budget* of deterministic work
 # (CP-SAT's deterministic time, the same on every run) and a wall-clock *deadline*. The budgets
-# are sized from the work each model does per wall-clock second on this machine (2 cores,
-# measured with the official cases: ordering ~0.45, placement ~0.35, pipes ~0.2), so that a
-# run ends on its budgets, reproducibly, at about 90% of the limit; the deadlines, later, only
-# stop a run on a slower machine, which then stays on time but may differ from run to run.
+# are sized from the work each model does per wall-clock second on the reference machine
+# (solver.speed; 2 cores, measured with the official cases: ordering ~0.45, placement ~0.35,
+# pipes ~0.2) and from ``SolveOptions.work_s`` (the limit times the machine's speed factor), so
+# that a run ends on its budgets, reproducibly, at about 90% of the limit; the deadlines, later,
+# only stop a run on a machine slower than its factor says, which then stays on time but may
+# differ from run to run.
 #: Problem 1: budget (deterministic seconds per second of the limit) and deadline (share).
 P1_WORK, P1_DEADLINE = 0.12, 0.40
 #: Problem 1 alone (no placement to follow).
@@ -159,6 +161,10 @@ class SolveOptions:
         Seconds of the limit used before solving (process start-up, loading the graph). The
         deadlines count from then; the work budgets are sized from the whole limit, so the
         run does the same work whatever the start-up took.
+    speed
+        The machine's speed factor (:mod:`solver.speed`): every work budget is sized for
+        ``time_limit_s * speed`` seconds of the reference machine. The CLI measures it; same
+        seed and same speed, same result.
     """
 
     problems: tuple[int, ...] = (1, 2, 3)
@@ -169,6 +175,13 @@ class SolveOptions:
     reuse_rule: ReuseRule = "residency"
     method: Method = "full"
     spent_s: float = 0.0
+    speed: float = 1.0
+
+    @property
+    def work_s(self) -> float:
+        """The limit in seconds of the reference machine: what the work budgets are sized
+        from (the deadlines use ``time_limit_s``)."""
+        return self.time_limit_s * self.speed
 
 
 @dataclass(frozen=True)
@@ -296,10 +309,10 @@ def _pipeline(
         result.note()
         report("P1", f"max V_stay {best.evaluation.max_v_stay_units:,} ({best.policy} policy)")
         if options.method == "full":
-            work = (P1_ALONE_WORK if alone else P1_WORK) * options.time_limit_s
+            work = (P1_ALONE_WORK if alone else P1_WORK) * options.work_s
             stall = None if alone else max(P1_STALL_SHARE * work, P1_STALL_MIN)
             share = COMPACTION_ALONE_SHARE if alone else COMPACTION_SHARE
-            moves = moves_for(instance, share * options.time_limit_s)
+            moves = moves_for(instance, share * options.work_s)
             compactor = Compactor(instance)
             _compact_order(compactor, result, rng, moves, p1_deadline, report)
             data = OrderingData(instance, compactor.succ)
@@ -606,7 +619,7 @@ def _refine_placement(
                 log.warning("placement model gave an invalid solution: %s", judged.violations[:1])
 
     # From the configured limit, never from the clock: the same work on every run.
-    budget = P2_WORK * options.time_limit_s
+    budget = P2_WORK * options.work_s
     start = result.p2.solution
     if len(instance.buffers) <= FULL_PLACEMENT_BUFFERS:
         full = solve_placement(
@@ -698,7 +711,7 @@ def _refine_pipes(
         _offer(result, Candidate(method, timed.solution, timed.evaluation), options)
 
     # From the configured limit, never from the clock: the same work on every run.
-    budget = P3_WORK * options.time_limit_s + extra
+    budget = P3_WORK * options.work_s + extra
     bound = makespan_bound(instance, start.solution).cycles
     if len(start.solution.order) <= FULL_PIPE_NODES:
         full = solve_pipes(
@@ -814,7 +827,7 @@ def _search_traversal(
 ) -> tuple[int, ...] | None:
     """Unit-order search for Problem 2 (:mod:`heuristics.traversal`) on its share of the time
     limit, budgeted in evaluations so the run is reproducible."""
-    evaluations = evaluations_for(instance, TRAVERSAL_SHARE * options.time_limit_s)
+    evaluations = evaluations_for(instance, TRAVERSAL_SHARE * options.work_s)
     op_order, estimate = search_traversal(
         instance,
         options.hardware,
@@ -822,7 +835,7 @@ def _search_traversal(
         np.random.default_rng(int(rng.integers(2**31))),
         TraversalParams(
             max_evaluations=evaluations,
-            max_cluster_units=cluster_units_for(0.1 * options.time_limit_s),
+            max_cluster_units=cluster_units_for(0.1 * options.work_s),
         ),
         # The count is the budget; the clock only stops a search the count misjudged.
         deadline=min(deadline, time.monotonic() + 2 * TRAVERSAL_SHARE * options.time_limit_s),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -138,6 +139,24 @@ def test_solve_writes_files_summary_and_table(tmp_path):
         assert check.exit_code == 0, check.output
 
 
+def test_solve_records_the_speed_factor_measured_or_pinned(tmp_path):
+    """The speed factor sizes every budget, so summary.json records it; a pinned one is rounded
+    to the quarter-octave grid a measured one lies on (1.7 -> 2 ** 0.75)."""
+    args = ("solve", GRAPH, "--time-limit", 5, "--problem", "1")
+    measured = run(*args, "--out", tmp_path / "m")
+    assert measured.exit_code == 0, measured.output
+    factor = json.loads((tmp_path / "m" / "summary.json").read_text())["speed"]
+    assert f"speed factor {factor:.3g}" in measured.output
+    assert (
+        4 * math.log2(factor) == pytest.approx(round(4 * math.log2(factor))) and 0.25 <= factor <= 8
+    )
+    pinned = run(*args, "--out", tmp_path / "p", "--speed", 1.7, "--quiet")
+    assert pinned.exit_code == 0, pinned.output
+    assert json.loads((tmp_path / "p" / "summary.json").read_text())["speed"] == 2**0.75
+    assert "speed factor" not in pinned.output
+    assert run(*args, "--out", tmp_path / "x", "--speed", 0).exit_code == 2
+
+
 def test_solve_without_graph_uses_the_bundled_demo(tmp_path):
     result = run("solve", "--out", tmp_path, "--time-limit", 10, "--problem", "1", "--quiet")
     assert result.exit_code == 0, result.output
@@ -172,7 +191,8 @@ def test_solve_is_byte_for_byte_reproducible(tmp_path):
         out = tmp_path / hash_seed
         env = {**__import__("os").environ, "PYTHONHASHSEED": hash_seed}
         done = subprocess.run(
-            [exe, "solve", "--out", out, "--time-limit", "30", "--seed", "5", "--quiet"],
+            [exe, "solve", "--out", out, "--time-limit", "30", "--seed", "5", "--speed", "1"]
+            + ["--quiet"],
             env=env,
             capture_output=True,
             text=True,
