@@ -7,6 +7,12 @@ Problem 1 (``max V_stay``):
   is live whenever v runs, whatever the order; the largest total over v is a bound. It dominates
   the op-local bound (an op's own buffers are among its forced-live ones).
 
+* *relaxed sub-instance*: keep only some op nodes, the buffers they use and the precedences
+  the full graph implies between them (:func:`relaxed_instance`). Any valid order of the
+  instance, restricted to those ops, is a valid order of the sub-instance whose buffers live
+  no longer than in the full order, so the sub-instance's optimum is a bound; CP-SAT proves it
+  where the sub-instance is small (the pipeline picks the ops around a peak: :func:`peak_ops`).
+
 Problem 2 (extra traffic): where the buffers forced live at an op exceed a memory, the excess
 must be spilled around it (:func:`traffic_bound`).
 
@@ -16,15 +22,22 @@ including the spill nodes and spill edges of a given solution when one is passed
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from solver.evaluate import extended_graph
 from solver.hardware import COUNTED_MEMORIES, Hardware
-from solver.instance import SPILL_IN_PIPE, SPILL_OUT_PIPE, Instance, propagate_bits
-from solver.solution import Solution
+from solver.instance import (
+    SPILL_IN_PIPE,
+    SPILL_OUT_PIPE,
+    Instance,
+    OpNode,
+    parse_instance,
+    propagate_bits,
+)
+from solver.solution import Solution, buffer_lifetimes, op_profile
 
 #: Buffers handled per bitset pass (bounds the size of the big integers used as bitsets).
 _CHUNK = 8192
@@ -130,6 +143,91 @@ def order_bound(instance: Instance) -> OrderBound:
         forced_live_units=int(forced[node]) if len(forced) else 0,
         forced_live_node=node,
     )
+
+
+def relaxed_instance(instance: Instance, ops: Collection[int]) -> tuple[Instance, dict[int, int]]:
+    """The instance cut down to the op nodes ``ops``: each keeps its pipe, cycles and buffers;
+    each buffer they use keeps its ALLOC and FREE, around its users among ``ops`` only; and
+    ``u -> w`` is an edge wherever the full graph has a path from ``u`` to ``w`` through nodes
+    outside ``ops`` (so every path between two kept ops survives, transitively).
+
+    A valid order of the instance restricted to ``ops`` (ALLOCs just before a buffer's first
+    kept user, FREEs just after its last) respects these edges, keeps L0 single residency
+    (lifetimes only shrink) and, at every kept op, has live only buffers that are live there
+    in the full order. So the sub-instance's optimal ``max V_stay`` bounds the instance's.
+
+    Returns the sub-instance (named after the instance) and each kept op's node id in it
+    (ops first, in the given order; then each buffer's ALLOC and FREE).
+    """
+    kept = list(dict.fromkeys(ops))
+    if any(not instance.is_op(v) for v in kept):
+        raise ValueError("relaxed_instance keeps op nodes only")
+    inside = set(kept)
+    new_id = {v: i for i, v in enumerate(kept)}
+    edges: set[tuple[int, int]] = set()
+    successors = instance.successors
+    for u in kept:
+        stack, seen = list(successors[u]), set()
+        while stack:
+            w = stack.pop()
+            if w in seen:
+                continue
+            seen.add(w)
+            if w in inside:
+                edges.add((new_id[u], new_id[w]))  # paths on through w are implied
+            else:
+                stack.extend(successors[w])
+    nodes: list[dict[str, object]] = []
+    for v in kept:
+        node = instance.nodes[v]
+        assert isinstance(node, OpNode)
+        nodes.append(
+            {
+                "Id": new_id[v],
+                "Op": node.op,
+                "Pipe": node.pipe,
+                "Cycles": node.cycles,
+                "Bufs": list(node.bufs),
+            }
+        )
+    for b in sorted({b for v in kept for b in instance.bufs_of(v)}):
+        buf = instance.buffers[b]
+        alloc, free = len(nodes), len(nodes) + 1
+        for kind, node_id in (("ALLOC", alloc), ("FREE", free)):
+            nodes.append(
+                {"Id": node_id, "Op": kind, "BufId": b, "Size": buf.size_units, "Type": buf.memory}
+            )
+        for user in buf.users:
+            if user in inside:
+                edges.update(((alloc, new_id[user]), (new_id[user], free)))
+    sub = parse_instance(
+        {"Nodes": nodes, "Edges": sorted(edges)}, name=instance.name, source=instance.name
+    )
+    return sub, new_id
+
+
+def peak_ops(instance: Instance, op_order: Sequence[int], max_ops: int) -> list[int]:
+    """Ops whose sub-instance (:func:`relaxed_instance`) should keep the peak of ``op_order``:
+    the users of the L1/UB buffers live at its first peak position, taken buffer by buffer,
+    largest first (ties by id), skipping any that would bring more than ``max_ops`` ops.
+    Returned in ``op_order``'s order."""
+    profile = op_profile(instance, op_order)
+    if not len(profile):
+        return []
+    at = int(np.argmax(profile))
+    position = {v: p for p, v in enumerate(op_order)}
+    live = [
+        b
+        for b, (first, last) in buffer_lifetimes(instance, position).items()
+        if first <= at <= last and instance.buffers[b].memory in COUNTED_MEMORIES
+    ]
+    live.sort(key=lambda b: (-instance.buffers[b].size_units, b))
+    chosen: set[int] = set()
+    for b in live:
+        grown = chosen | set(instance.buffers[b].users)
+        if len(grown) <= max_ops:
+            chosen = grown
+    return sorted(chosen, key=position.__getitem__)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from instances import official_case, official_dir
+from solver.evaluate import evaluate_order
 from solver.hardware import Hardware, load_hardware
 from solver.instance import Instance, load_instance, parse_instance
 
@@ -67,3 +68,34 @@ def official(name: str) -> Instance:
             f"../shared/instances; found folder: {official_dir()})"
         )
     return instance
+
+
+def all_topological_orders(inst: Instance):
+    """Every order of all nodes that respects the edges (fine up to ~10 nodes)."""
+    indegree = [len(p) for p in inst.predecessors]
+    order: list[int] = []
+
+    def extend():
+        if len(order) == inst.n_nodes:
+            yield tuple(order)
+            return
+        for v in range(inst.n_nodes):
+            if indegree[v] == 0 and v not in order:
+                order.append(v)
+                for w in inst.successors[v]:
+                    indegree[w] -= 1
+                yield from extend()
+                for w in inst.successors[v]:
+                    indegree[w] += 1
+                order.pop()
+
+    yield from extend()
+
+
+def brute_force_optimum(inst: Instance) -> int | None:
+    best = None
+    for order in all_topological_orders(inst):
+        result = evaluate_order(inst, order)
+        if result.valid and (best is None or result.max_v_stay_units < best):
+            best = result.max_v_stay_units
+    return best

@@ -11,43 +11,12 @@ from hypothesis import strategies as st
 from heuristics.ordering import list_schedule, program_rank
 from models.ordering import OrderingData, solve_order
 from solver.evaluate import evaluate_order
-from solver.instance import Instance, parse_instance
+from solver.instance import parse_instance
 from solver.result import Status
 from solver.solution import op_order_of
 
-from helpers import TINY, tiny
+from helpers import TINY, brute_force_optimum, tiny
 from strategies import instances
-
-
-def all_topological_orders(inst: Instance):
-    """Every order of all nodes that respects the edges (fine up to ~10 nodes)."""
-    indegree = [len(p) for p in inst.predecessors]
-    order: list[int] = []
-
-    def extend():
-        if len(order) == inst.n_nodes:
-            yield tuple(order)
-            return
-        for v in range(inst.n_nodes):
-            if indegree[v] == 0 and v not in order:
-                order.append(v)
-                for w in inst.successors[v]:
-                    indegree[w] -= 1
-                yield from extend()
-                for w in inst.successors[v]:
-                    indegree[w] += 1
-                order.pop()
-
-    yield from extend()
-
-
-def brute_force_optimum(inst: Instance) -> int | None:
-    best = None
-    for order in all_topological_orders(inst):
-        result = evaluate_order(inst, order)
-        if result.valid and (best is None or result.max_v_stay_units < best):
-            best = result.max_v_stay_units
-    return best
 
 
 def small_instances():

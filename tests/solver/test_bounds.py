@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import networkx as nx
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,14 +18,17 @@ from solver.bounds import (
     makespan_bound,
     op_local_bound,
     order_bound,
+    peak_ops,
+    relaxed_instance,
     traffic_bound,
 )
 from solver.evaluate import evaluate
 from solver.hardware import DEFAULT_HARDWARE, Hardware
 from solver.result import Status
-from solver.solution import Solution
+from solver.solution import Solution, op_order_of, op_profile
+from solver.solve import SolveOptions, solve_instance
 
-from helpers import official, reparse, tiny, tiny_data
+from helpers import brute_force_optimum, official, reparse, tiny, tiny_data
 from strategies import HARDWARE, instances, placements, random_topological_order
 
 REFERENCE = {  # case: (max pipe load, busiest pipe, op-local V_stay bound)
@@ -136,3 +141,84 @@ def test_traffic_bound_never_exceeds_an_optimal_placement(data):
     result = solve_placement(inst, Solution(order=order), HARDWARE, time_limit_s=5)
     if result.status is Status.OPTIMAL:
         assert result.objective is not None and result.objective >= bound
+
+
+@settings(max_examples=80, deadline=None)
+@given(instances().filter(lambda inst: inst.n_nodes <= 10), st.data())
+def test_relaxed_instance_optimum_never_exceeds_the_instance_optimum(inst, data):
+    """Brute force on both sides: whatever ops are kept, the sub-instance's optimal peak is at
+    most the instance's (the bound is valid), and with every op kept and no unused buffer it
+    is the same problem."""
+    full = brute_force_optimum(inst)
+    kept = data.draw(st.lists(st.sampled_from(inst.op_ids), unique=True, min_size=1))
+    sub, new_id = relaxed_instance(inst, kept)
+    assert sorted(new_id) == sorted(kept) and sub.n_nodes >= len(kept)
+    relaxed = brute_force_optimum(sub)
+    if full is not None:
+        assert relaxed is not None and relaxed <= full
+    everything, _ = relaxed_instance(inst, inst.op_ids)
+    if all(buf.users for buf in inst.buffers.values()):
+        assert brute_force_optimum(everything) == full
+
+
+def _conv_layer():
+    """Two output chains over two inputs: conv(o, i) reads weight W_o and input I_i, chain o
+    runs i = 1 then 2 and its second step writes O_o. Every op holds at most 8 units (forced-
+    live 8); the best order runs the chains one after the other and peaks at 10 (W1, I1, I2,
+    O1 while chain 1 ends: I1 still waits for chain 2)."""
+    sizes = {"W1": 4, "W2": 4, "I1": 2, "I2": 2, "O1": 2, "O2": 2}
+    ids = {name: b for b, name in enumerate(sizes)}
+    uses = {"c11": ["W1", "I1"], "c12": ["W1", "I2", "O1"], "c21": ["W2", "I1"]}
+    uses["c22"] = ["W2", "I2", "O2"]
+    nodes, edges = [], [(0, 1), (2, 3)]  # the chains: c11 -> c12, c21 -> c22
+    for i, (name, bufs) in enumerate(uses.items()):
+        nodes.append(
+            {
+                "Id": i,
+                "Op": name.upper(),
+                "Pipe": "CUBE",
+                "Cycles": 1,
+                "Bufs": [ids[b] for b in bufs],
+            }
+        )
+    for name, b in ids.items():
+        alloc, free = len(nodes), len(nodes) + 1
+        for kind, node in (("ALLOC", alloc), ("FREE", free)):
+            nodes.append({"Id": node, "Op": kind, "BufId": b, "Size": sizes[name], "Type": "L1"})
+        for i, bufs in enumerate(uses.values()):
+            if name in bufs:
+                edges += [(alloc, i), (i, free)]
+    return reparse({"Nodes": nodes, "Edges": edges})
+
+
+def test_relaxed_instance_keeps_paths_through_dropped_ops():
+    """a -> b -> c (b's buffer links them too): dropping b keeps a -> c; in the conv layer,
+    c11 -> c12 and c21 -> c22 leave no path between c11 and c22."""
+    nodes = [{"Id": i, "Op": f"OP{i}", "Pipe": "VECTOR", "Cycles": 1, "Bufs": []} for i in (0, 2)]
+    nodes.append({"Id": 1, "Op": "OP1", "Pipe": "VECTOR", "Cycles": 1, "Bufs": [0]})
+    nodes += [
+        {"Id": 3, "Op": "ALLOC", "BufId": 0, "Size": 1, "Type": "UB"},
+        {"Id": 4, "Op": "FREE", "BufId": 0, "Size": 1, "Type": "UB"},
+    ]
+    chain = reparse({"Nodes": nodes, "Edges": [(0, 3), (3, 1), (1, 4), (4, 2)]})
+    sub, new_id = relaxed_instance(chain, [0, 2])
+    assert sub.edges == ((new_id[0], new_id[2]),) and not sub.buffers
+    conv = _conv_layer()
+    sub, new_id = relaxed_instance(conv, [0, 3])
+    assert not [(u, w) for u, w in sub.edges if u in new_id.values() and w in new_id.values()]
+    with pytest.raises(ValueError, match="op nodes only"):
+        relaxed_instance(conv, [conv.buffers[0].alloc])
+
+
+def test_pipeline_proves_the_conv_layer_optimal_with_a_relaxed_bound():
+    inst = _conv_layer()
+    orders = itertools.permutations(range(4))
+    chains_kept = [p for p in orders if p.index(0) < p.index(1) and p.index(2) < p.index(3)]
+    assert order_bound(inst).units == 8
+    assert min(int(op_profile(inst, p).max()) for p in chains_kept) == 10
+    order = op_order_of(inst, inst.topological_order)
+    assert set(peak_ops(inst, order, 4)) == set(inst.op_ids)
+    result = solve_instance(inst, SolveOptions(problems=(1,), time_limit_s=5))
+    assert result.p1 is not None and result.p1.evaluation.max_v_stay_units == 10
+    assert result.p1_bound_units == 10
+    assert result.p1_bound_source == "relaxed sub-instance of 4 ops"
