@@ -118,7 +118,7 @@ SpeedOpt = Annotated[
         min=MIN_SPEED,
         max=MAX_SPEED,
         help="Size the work budgets for a machine this many times the reference one, rounded "
-        "to a quarter octave (default: measured here, ~1.5 s; summary.json records it: pass it "
+        "to a quarter octave (default: measured here, ~2 s; summary.json records it: pass it "
         "back to reproduce a run on another machine).",
     ),
 ]

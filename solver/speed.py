@@ -9,8 +9,9 @@ would waste a faster machine's limit: on the machine of 2026-11-23 the 600 s run
 
 The factor comes from a fixed workload (:func:`measure_speed`: the list scheduler and a short
 CP-SAT ordering solve on a generated 1,000-node graph, pure Python and CP-SAT in proportions close
-to a run's), timed against the reference machine's figure and rounded to a quarter octave
-(``2 ** (k / 4)``), so that the few per cent a measurement varies by rarely change the budgets.
+to a run's), its best of three timed against the reference machine's figure and rounded to a
+quarter octave (``2 ** (k / 4)``), so that the few per cent a measurement varies by rarely change
+the budgets. Two runs started together on this machine once measured 1.41 and 1.68 (best of two).
 The factor is part of what a run depends on: the summary records it, and ``--speed`` pins it to
 reproduce a run on another machine.
 """
@@ -63,7 +64,7 @@ def quantize(ratio: float) -> float:
     return min(max(rounded, MIN_SPEED), MAX_SPEED)
 
 
-def measure_speed(repeats: int = 2) -> float:
+def measure_speed(repeats: int = 3) -> float:
     """This machine's speed factor: the reference machine's workload time over the best of
     ``repeats`` runs here, quantised (:func:`quantize`)."""
     best = min(workload_s() for _ in range(max(repeats, 1)))
