@@ -209,8 +209,10 @@ def relaxed_instance(instance: Instance, ops: Collection[int]) -> tuple[Instance
 def peak_ops(instance: Instance, op_order: Sequence[int], max_ops: int) -> list[int]:
     """Ops whose sub-instance (:func:`relaxed_instance`) should keep the peak of ``op_order``:
     the users of the L1/UB buffers live at its first peak position, taken buffer by buffer,
-    largest first (ties by id), skipping any that would bring more than ``max_ops`` ops.
-    Returned in ``op_order``'s order."""
+    largest first (ties by id), skipping any that would bring more than ``max_ops`` ops; then,
+    ring by ring while ops fit, the users of the other L1/UB buffers the chosen ops use (the
+    neighbouring layers whose order holds the peak's buffers live). Returned in ``op_order``'s
+    order."""
     profile = op_profile(instance, op_order)
     if not len(profile):
         return []
@@ -221,12 +223,29 @@ def peak_ops(instance: Instance, op_order: Sequence[int], max_ops: int) -> list[
         for b, (first, last) in buffer_lifetimes(instance, position).items()
         if first <= at <= last and instance.buffers[b].memory in COUNTED_MEMORIES
     ]
-    live.sort(key=lambda b: (-instance.buffers[b].size_units, b))
     chosen: set[int] = set()
-    for b in live:
-        grown = chosen | set(instance.buffers[b].users)
-        if len(grown) <= max_ops:
-            chosen = grown
+    considered: set[int] = set()
+    ring = live
+    while ring:
+        # Largest first; a buffer is considered once, in the first ring it appears in.
+        ring.sort(key=lambda b: (-instance.buffers[b].size_units, b))
+        grew = False
+        for b in ring:
+            considered.add(b)
+            grown = chosen | set(instance.buffers[b].users)
+            if len(grown) <= max_ops and grown != chosen:
+                chosen, grew = grown, True
+        if not grew:
+            break
+        ring = list(
+            {
+                b
+                for v in chosen
+                for b in instance.bufs_of(v)
+                if instance.buffers[b].memory in COUNTED_MEMORIES
+            }
+            - considered
+        )
     return sorted(chosen, key=position.__getitem__)
 
 

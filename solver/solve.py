@@ -135,10 +135,11 @@ FULL_PIPE_NODES = 400
 P3_LNS = LnsParams(initial_window=80, min_window=20, max_window=2000, step_time_s=0.4)
 #: Problem 1 bound from relaxed sub-instances (solver.bounds.relaxed_instance) around the
 #: peak: its share of the Problem 1 budget, and the sub-instance sizes tried in turn (ops),
-#: until one does not close. On Conv_Case0 the 32 ops around the peak close in ~0.5
-#: deterministic s and prove 6,144 (forced-live: 3,072); 48 ops no longer close in 5.
+#: until one does not close. On Conv_Case0 the 32 ops live at the 6,912 peak close in ~0.5
+#: deterministic s and prove 6,144 (forced-live: 3,072); with the next ring, 40 ops close in
+#: 6 and prove 6,912 (optimal); 48 do not close in 20.
 RELAXED_SHARE = 0.1
-RELAXED_OPS = (16, 32, 48, 64)
+RELAXED_OPS = (16, 24, 32, 40, 48, 64)
 #: The full ordering model runs for a bound only up to this many ops (beyond, its bound is the
 #: trivial one; FINDINGS).
 FULL_MODEL_OPS = 400
