@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from instances import OFFICIAL_CASES
+from instances.generator import generate
 from models.placement import solve_placement
 from solver.bounds import (
     TrafficBound,
@@ -24,8 +25,9 @@ from solver.bounds import (
 )
 from solver.evaluate import evaluate
 from solver.hardware import DEFAULT_HARDWARE, Hardware
+from solver.instance import parse_instance
 from solver.result import Status
-from solver.solution import Solution, op_order_of, op_profile
+from solver.solution import Solution, buffer_lifetimes, op_order_of, op_profile
 from solver.solve import SolveOptions, solve_instance
 
 from helpers import brute_force_optimum, official, reparse, tiny, tiny_data
@@ -222,3 +224,24 @@ def test_pipeline_proves_the_conv_layer_optimal_with_a_relaxed_bound():
     assert result.p1 is not None and result.p1.evaluation.max_v_stay_units == 10
     assert result.p1_bound_units == 10
     assert result.p1_bound_source == "relaxed sub-instance of 4 ops"
+
+
+def test_peak_ops_grow_ring_by_ring_beyond_the_peak_buffers():
+    """Live buffers at the peak first (their users only, while they fit); with room left, the
+    users of the other buffers those ops use join (the neighbouring layers)."""
+    inst = parse_instance(generate("conv", seed=0, nodes=300), name="conv300")
+    order = op_order_of(inst, inst.topological_order)
+    profile = op_profile(inst, order)
+    at = int(profile.argmax())
+    position = {v: p for p, v in enumerate(order)}
+    live = {
+        b
+        for b, (first, last) in buffer_lifetimes(inst, position).items()
+        if first <= at <= last and inst.buffers[b].memory in ("L1", "UB")
+    }
+    users_of_live = {u for b in live for u in inst.buffers[b].users}
+    small = peak_ops(inst, order, 8)
+    large = peak_ops(inst, order, len(users_of_live) + 40)
+    assert len(small) <= 8 and set(small) <= users_of_live
+    assert users_of_live < set(large) and len(large) <= len(users_of_live) + 40
+    assert large == sorted(large, key=position.__getitem__)
