@@ -5,12 +5,14 @@ from __future__ import annotations
 import itertools
 
 import networkx as nx
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from instances import OFFICIAL_CASES
 from instances.generator import generate
+from models.ordering import OrderingData
 from models.placement import solve_placement
 from solver.bounds import (
     TrafficBound,
@@ -23,12 +25,18 @@ from solver.bounds import (
     relaxed_instance,
     traffic_bound,
 )
-from solver.evaluate import evaluate
+from solver.evaluate import evaluate, evaluate_order
 from solver.hardware import DEFAULT_HARDWARE, Hardware
 from solver.instance import parse_instance
 from solver.result import Status
-from solver.solution import Solution, buffer_lifetimes, op_order_of, op_profile
-from solver.solve import SolveOptions, solve_instance
+from solver.solution import (
+    Solution,
+    buffer_lifetimes,
+    op_order_of,
+    op_profile,
+    schedule_from_op_order,
+)
+from solver.solve import Candidate, CaseResult, SolveOptions, _refine_order, solve_instance
 
 from helpers import brute_force_optimum, official, reparse, tiny, tiny_data
 from strategies import HARDWARE, instances, placements, random_topological_order
@@ -245,3 +253,18 @@ def test_peak_ops_grow_ring_by_ring_beyond_the_peak_buffers():
     assert len(small) <= 8 and set(small) <= users_of_live
     assert users_of_live < set(large) and len(large) <= len(users_of_live) + 40
     assert large == sorted(large, key=position.__getitem__)
+
+
+def test_an_optimal_p1_answer_hands_its_budget_on():
+    """Once the P1 answer is proven optimal nothing is left to find: the P1 refinement
+    returns its whole budget for Problem 3 (it used to keep it unless the LNS stalled)."""
+    inst = _conv_layer()
+    order = op_order_of(inst, inst.topological_order)
+    result = CaseResult(inst.name, order_bound(inst), makespan_bound(inst))
+    solution = Solution(order=schedule_from_op_order(inst, order))
+    judged = evaluate_order(inst, solution.order)
+    result.p1 = Candidate("start", solution, judged)
+    result.p1_bound_units = judged.max_v_stay_units or 0  # proven: bound meets the value
+    rng = np.random.default_rng(0)
+    spare = _refine_order(OrderingData(inst), result, rng, 5.0, 1e18, None, lambda s, m: None)
+    assert spare == pytest.approx(5.0, abs=0.5)
