@@ -166,11 +166,14 @@ def relaxed_instance(instance: Instance, ops: Collection[int]) -> tuple[Instance
     new_id = {v: i for i, v in enumerate(kept)}
     edges: set[tuple[int, int]] = set()
     successors = instance.successors
+    # A node after the last kept op in topological order reaches none: the searches stop there.
+    rank = {v: r for r, v in enumerate(instance.topological_order)}
+    last = max((rank[v] for v in kept), default=-1)
     for u in kept:
         stack, seen = list(successors[u]), set()
         while stack:
             w = stack.pop()
-            if w in seen:
+            if w in seen or rank[w] > last:
                 continue
             seen.add(w)
             if w in inside:

@@ -482,14 +482,14 @@ def _relaxed_bound(
     Returns the budget used."""
     assert result.p1 is not None
     ops = op_order_of(instance, result.p1.solution.order)
-    left, previous = budget, 0
+    left, tried = budget, 0
     for size in RELAXED_OPS:
         chosen = peak_ops(instance, ops, size)
-        if len(chosen) <= previous:
-            continue  # the same ops as the last sub-instance
+        if len(chosen) <= tried:
+            continue  # no larger than the last sub-instance tried (the ops ran out)
         if left <= 0 or time.monotonic() >= deadline:
             break
-        previous = len(chosen)
+        tried = len(chosen)
         sub, new_id = relaxed_instance(instance, chosen)
         answer = solve_order(
             OrderingData(sub),
@@ -548,12 +548,13 @@ def _refine_order(
             result.p1_bound_units, result.p1_bound_source = full.bound, "cp-sat full model"
         _keep_if_better(instance, result, full.solution, "cp-sat full model")
         proven = full.status is Status.OPTIMAL
-    spare = max(budget, 0.0) if proven else 0.0
-    if not proven:
+    if proven:
+        spare = max(budget, 0.0)
+    else:
         _lns_order(instance, result, data, seed, deadline, budget, stall, report)
         assert result.p1_lns is not None
-        if result.p1_lns.stalled or result.p1_lns.proven_optimal:
-            spare = max(budget - result.p1_lns.work, 0.0)
+        done = result.p1_lns.stalled or result.p1_lns.proven_optimal
+        spare = max(budget - result.p1_lns.work, 0.0) if done else 0.0
     value = result.p1.evaluation.max_v_stay_units or 0
     note = " (proven optimal)" if value <= result.p1_bound_units else ""
     steps = (
