@@ -7,6 +7,11 @@ Problem 1 (``max V_stay``):
   is live whenever v runs, whatever the order; the largest total over v is a bound. It dominates
   the op-local bound (an op's own buffers are among its forced-live ones).
 
+* *grid*: single residency lines up the buffers of an L0 memory (the *blocks*) one after
+  another; an L1/UB buffer used around two blocks is live between them. When the L1/UB buffers
+  are the rows and columns of a grid of blocks (a tiled matrix product), some point of any
+  order has every column and one more row live (:func:`grid_bound`): Matmul's peaks are
+  optimal.
 * *relaxed sub-instance*: keep only some op nodes, the buffers they use and the precedences
   the full graph implies between them (:func:`relaxed_instance`). Any valid order of the
   instance, restricted to those ops, is a valid order of the sub-instance whose buffers live
@@ -28,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver.evaluate import extended_graph
-from solver.hardware import COUNTED_MEMORIES, Hardware
+from solver.hardware import COUNTED_MEMORIES, L0_MEMORIES, Hardware
 from solver.instance import (
     SPILL_IN_PIPE,
     SPILL_OUT_PIPE,
@@ -44,6 +49,26 @@ _CHUNK = 8192
 
 
 @dataclass(frozen=True)
+class GridBound:
+    """Problem 1 bound of an instance whose blocks form a grid (:func:`grid_bound`).
+
+    Attributes
+    ----------
+    units
+        The bound.
+    memory
+        The L0 memory whose buffers are the blocks.
+    rows, cols
+        The grid's shape.
+    """
+
+    units: int
+    memory: str
+    rows: int
+    cols: int
+
+
+@dataclass(frozen=True)
 class OrderBound:
     """Lower bounds on Problem 1's ``max V_stay``.
 
@@ -55,16 +80,31 @@ class OrderBound:
         Largest total L1/UB size forced live at a single node.
     forced_live_node
         A node where the forced-live bound is attained.
+    grid
+        The grid bound (:func:`grid_bound`), when the instance's blocks form a grid.
     """
 
     op_local_units: int
     forced_live_units: int
     forced_live_node: int
+    grid: GridBound | None = None
 
     @property
     def units(self) -> int:
         """The best proven bound."""
-        return max(self.op_local_units, self.forced_live_units)
+        return max(self.op_local_units, self.forced_live_units, self.grid_units)
+
+    @property
+    def grid_units(self) -> int:
+        """The grid bound (0 when the instance is no grid)."""
+        return self.grid.units if self.grid is not None else 0
+
+    @property
+    def source(self) -> str:
+        """Which bound ``units`` is."""
+        if self.grid is not None and self.grid.units > self.forced_live_units:
+            return f"grid of {self.grid.rows} x {self.grid.cols} {self.grid.memory} blocks"
+        return "forced-live"
 
 
 def op_local_bound(instance: Instance) -> int:
@@ -142,7 +182,149 @@ def order_bound(instance: Instance) -> OrderBound:
         op_local_units=op_local_bound(instance),
         forced_live_units=int(forced[node]) if len(forced) else 0,
         forced_live_node=node,
+        grid=grid_bound(instance),
     )
+
+
+#: Ancestry searches of :func:`block_lines` give up (the user is left unattached, which only
+#: weakens the bound) past this many nodes.
+_ANCESTRY_VISITS = 4096
+
+
+def block_lines(instance: Instance, memory: str) -> dict[frozenset[int], int]:
+    """The L1/UB buffers as sets of *blocks*: the buffers of the L0 memory ``memory``, which
+    Problem 1's single residency lines up one after another.
+
+    A *cut op* of block c uses c and a buffer of each other L0 memory (a MATMUL: its L0C
+    accumulator and its L0A and L0B operands). An op u is *attached* to block c when it is a
+    cut op of c, or when it uses a buffer l of another L0 memory whose cut-op users all use c
+    and u is an ancestor of one of them (a MOVE that fills a MATMUL's operand).
+
+    Take any valid order, the blocks in their order, and q_b the last cut op of block b. An op
+    attached to a block at or before b comes before q_b (it precedes one of that block's cut
+    ops); one attached to a later block comes after q_b (its l holds a cut op after q_b, the
+    l' of q_b's memory held at q_b is another buffer, and single residency keeps l's whole
+    lifetime after l'). So a buffer with users attached to blocks on both sides of b is live
+    at q_b: ``max V_stay`` is at least the total size of the buffers crossing any cut, in the
+    best order of the blocks.
+
+    Returns the size of the buffers per set of two or more blocks they are attached to.
+    """
+    others = sorted(L0_MEMORIES - {memory})
+    block_of: dict[int, int] = {}  # cut op -> its block
+    for v in instance.op_ids:
+        bufs = [instance.buffers[b] for b in instance.bufs_of(v)]
+        mine = [buf.buf_id for buf in bufs if buf.memory == memory]
+        if len(mine) == 1 and set(others) <= {buf.memory for buf in bufs}:
+            block_of[v] = mine[0]
+    anchors: dict[int, tuple[int, set[int]]] = {}  # operand buffer l -> (block, its cut ops)
+    for b, buf in instance.buffers.items():
+        if buf.memory in others:
+            cuts = {u for u in buf.users if u in block_of}
+            if len({block_of[u] for u in cuts}) == 1:
+                anchors[b] = (block_of[min(cuts)], cuts)
+    rank = {v: r for r, v in enumerate(instance.topological_order)}
+
+    def precedes(u: int, targets: set[int]) -> bool:
+        last = max(rank[t] for t in targets)
+        stack, seen = list(instance.successors[u]), set[int]()
+        while stack and len(seen) < _ANCESTRY_VISITS:
+            w = stack.pop()
+            if w in seen or rank[w] > last:
+                continue
+            if w in targets:
+                return True
+            seen.add(w)
+            stack.extend(instance.successors[w])
+        return False
+
+    lines: dict[frozenset[int], int] = {}
+    for buf in instance.buffers.values():
+        if buf.memory not in COUNTED_MEMORIES:
+            continue
+        blocks: set[int] = set()
+        for u in buf.users:
+            if u in block_of:
+                blocks.add(block_of[u])
+            for b in instance.bufs_of(u):
+                if b in anchors and precedes(u, anchors[b][1]):
+                    blocks.add(anchors[b][0])
+        if len(blocks) >= 2:
+            key = frozenset(blocks)
+            lines[key] = lines.get(key, 0) + buf.size_units
+    return lines
+
+
+def grid_bound(instance: Instance) -> GridBound | None:
+    """A Problem 1 bound for instances whose :func:`block_lines` are the rows and columns of
+    a grid of blocks (the output blocks of a tiled matrix product: row i's A tiles, column
+    j's B tiles), with at least three rows and three columns; ``None`` otherwise.
+
+    Say the rows weigh w_i and the columns v_j, and a line is *open* at block b when it has
+    blocks at or before b and blocks after it (its buffers are live at the cut, see
+    :func:`block_lines`). Take the first block b* after which some line is done; say it is a
+    row i (columns are symmetric) and let j* be b*'s column. Every column has started by b*.
+
+    * If column j* is done at b* too, every row has started: all lines but row i and column
+      j* are open at b*, at least ``sum w - max w + sum v - max v``.
+    * Otherwise every column is open at b*. So is another row, if one has started; if not,
+      b* ends the first row and the next block starts a row, open with every column (three
+      rows or more: none is done yet). At least ``sum v + min w``.
+
+    The bound is the least of the three cases; for n x n blocks of K tiles of size s,
+    ``(n + 1) K s``, what row-by-row order reaches.
+    """
+    best: GridBound | None = None
+    for memory in sorted(L0_MEMORIES):
+        grid = _grid(block_lines(instance, memory))
+        if grid is None:
+            continue
+        w, v = grid
+        if len(w) < 3 or len(v) < 3:
+            continue
+        units = min(sum(v) + min(w), sum(w) + min(v), sum(w) - max(w) + sum(v) - max(v))
+        if best is None or units > best.units:
+            best = GridBound(units, memory, len(w), len(v))
+    return best
+
+
+def _grid(lines: Mapping[frozenset[int], int]) -> tuple[list[int], list[int]] | None:
+    """Row and column weights when ``lines`` are exactly the rows and the columns of a grid of
+    blocks (each block on one row and one column, each row meeting each column once)."""
+    through: dict[int, list[frozenset[int]]] = {}
+    for line in lines:
+        for block in line:
+            through.setdefault(block, []).append(line)
+    if not lines or any(len(ls) != 2 for ls in through.values()):
+        return None
+    # Lines that share a block get different colours (rows 0, columns 1).
+    first = next(iter(lines))
+    colour, stack = {first: 0}, [first]
+    while stack:
+        line = stack.pop()
+        for block in line:
+            for other in through[block]:
+                if other == line:
+                    continue
+                if other not in colour:
+                    colour[other] = 1 - colour[line]
+                    stack.append(other)
+                elif colour[other] == colour[line]:
+                    return None
+    rows = [line for line in lines if colour.get(line) == 0]
+    cols = [line for line in lines if colour.get(line) == 1]
+    if len(rows) + len(cols) != len(lines) or len(rows) * len(cols) != len(through):
+        return None
+    # Each block sits on one row and one column; as many blocks as (row, column) pairs and
+    # no pair twice: a full grid.
+    index = {line: i for group in (rows, cols) for i, line in enumerate(group)}
+    cells = {
+        tuple(sorted(index[line] + len(rows) * colour[line] for line in through[b]))
+        for b in through
+    }
+    if len(cells) != len(through):
+        return None
+    return [lines[r] for r in rows], [lines[c] for c in cols]
 
 
 def relaxed_instance(instance: Instance, ops: Collection[int]) -> tuple[Instance, dict[int, int]]:

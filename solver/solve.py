@@ -114,9 +114,11 @@ P1_LNS = LnsParams(initial_window=30, min_window=8, max_window=50, step_time_s=1
 #: is left to Problem 3, whose LNS still improves at the end of its budget. At 600 s the
 #: official cases' P1 peaks stopped dropping within the first 35 of 72 deterministic seconds.
 P1_STALL_SHARE, P1_STALL_MIN = 0.35, 10.0
+#: Deterministic seconds of the pipe model per second of the reference machine.
+P3_RATE = 0.2
 #: Deterministic seconds of the pipe model per deterministic second of the ordering model
-#: handed over (their rates on this machine, ~0.2 and ~0.45 per wall-clock second).
-P1_TO_P3_WORK = 0.2 / 0.45
+#: handed over (their rates on the reference machine, ~0.2 and ~0.45 per second).
+P1_TO_P3_WORK = P3_RATE / 0.45
 #: Share of the time limit the Problem 2 traversal search may use (as an evaluation count).
 TRAVERSAL_SHARE = 0.15
 #: Problem 2 refinement: budget and deadline.
@@ -285,6 +287,7 @@ def solve_instance(
 
     result = CaseResult(instance.name, order_bound(instance), makespan_bound(instance))
     result.p1_bound_units = result.order_bound.units
+    result.p1_bound_source = result.order_bound.source
     try:
         _pipeline(instance, options, result, started, report)
     except (KeyboardInterrupt, Interrupted) as exc:
@@ -316,11 +319,18 @@ def _pipeline(
         best = valid_runs[0]
         result.p1 = Candidate(f"list-{best.policy}", best.solution, best.evaluation)
         result.note()
-        report("P1", f"max V_stay {best.evaluation.max_v_stay_units:,} ({best.policy} policy)")
-        if options.method == "full":
-            work = (P1_ALONE_WORK if alone else P1_WORK) * options.work_s
+        value = best.evaluation.max_v_stay_units or 0
+        proven = value <= result.p1_bound_units
+        note = f", proven optimal ({result.p1_bound_source})" if proven else ""
+        report("P1", f"max V_stay {value:,} ({best.policy} policy){note}")
+        work = (P1_ALONE_WORK if alone else P1_WORK) * options.work_s
+        share = COMPACTION_ALONE_SHARE if alone else COMPACTION_SHARE
+        if proven:
+            # Matmul's grid bound: Problem 3 gets the refinement's budget and the
+            # compaction's share of the limit, at the pipe model's rate.
+            spare = work + share * options.work_s / P1_TO_P3_WORK * P3_RATE
+        elif options.method == "full":
             stall = None if alone else max(P1_STALL_SHARE * work, P1_STALL_MIN)
-            share = COMPACTION_ALONE_SHARE if alone else COMPACTION_SHARE
             moves = moves_for(instance, share * options.work_s)
             compactor = Compactor(instance)
             _compact_order(compactor, result, rng, moves, p1_deadline, report)

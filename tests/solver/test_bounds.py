@@ -10,14 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from instances import OFFICIAL_CASES
+from instances import OFFICIAL_CASES, bundled
 from instances.generator import generate
-from models.ordering import OrderingData
+from models.ordering import OrderingData, solve_order
 from models.placement import solve_placement
 from solver.bounds import (
     TrafficBound,
+    block_lines,
     critical_path,
     forced_live_units,
+    grid_bound,
     makespan_bound,
     op_local_bound,
     order_bound,
@@ -27,7 +29,7 @@ from solver.bounds import (
 )
 from solver.evaluate import evaluate, evaluate_order
 from solver.hardware import DEFAULT_HARDWARE, Hardware
-from solver.instance import parse_instance
+from solver.instance import load_instance, parse_instance
 from solver.result import Status
 from solver.solution import (
     Solution,
@@ -41,24 +43,26 @@ from solver.solve import Candidate, CaseResult, SolveOptions, _refine_order, sol
 from helpers import brute_force_optimum, official, reparse, tiny, tiny_data
 from strategies import HARDWARE, instances, placements, random_topological_order
 
-REFERENCE = {  # case: (max pipe load, busiest pipe, op-local V_stay bound)
-    "Conv_Case0": (348_677, "CUBE", 3_072),
-    "FlashAttention_Case0": (25_600, "VECTOR", 384),
-    "FlashAttention_Case1": (104_960, "VECTOR", 384),
-    "Matmul_Case0": (65_536, "CUBE", 128),
-    "Matmul_Case1": (524_288, "CUBE", 128),
+REFERENCE = {  # case: (max pipe load, busiest pipe, op-local V_stay bound, P1 bound)
+    "Conv_Case0": (348_677, "CUBE", 3_072, 3_072),
+    "FlashAttention_Case0": (25_600, "VECTOR", 384, 384),
+    "FlashAttention_Case1": (104_960, "VECTOR", 384, 384),
+    # The grid bound, (n + 1) K tiles of 128: FINDINGS' figures, optimal.
+    "Matmul_Case0": (65_536, "CUBE", 128, 9_216),
+    "Matmul_Case1": (524_288, "CUBE", 128, 34_816),
 }
 
 
 @pytest.mark.parametrize("name", OFFICIAL_CASES)
 def test_reference_bounds(name):
     inst = official(name)
-    load, pipe, op_local = REFERENCE[name]
+    load, pipe, op_local, p1 = REFERENCE[name]
     bound = makespan_bound(inst)
     assert (max(bound.pipe_loads.values()), bound.busiest_pipe) == (load, pipe)
     assert op_local_bound(inst) == op_local
     # FINDINGS: on these cases the forced-live bound equals the op-local one.
-    assert order_bound(inst).units == op_local
+    assert order_bound(inst).forced_live_units == op_local
+    assert order_bound(inst).units == p1
 
 
 def test_example_bounds():
@@ -268,3 +272,90 @@ def test_an_optimal_p1_answer_hands_its_budget_on():
     rng = np.random.default_rng(0)
     spare = _refine_order(OrderingData(inst), result, rng, 5.0, 1e18, None, lambda s, m: None)
     assert spare == pytest.approx(5.0, abs=0.5)
+
+
+def _matmul(m: int, n: int, k: int, sizes: dict[int, int] | None = None):
+    """A generated m x n x k matmul; ``sizes`` resizes row i's first A tile (the generator
+    creates A tiles row by row: the L1 buffers that MOVEs copy to L0A, in ALLOC order)."""
+    data = generate("matmul", seed=0, m=m, n=n, k=k)
+    inst = parse_instance(data, name=f"matmul_{m}x{n}x{k}")
+    if not sizes:
+        return inst
+    a_tiles = sorted(
+        (
+            b
+            for b, buf in inst.buffers.items()
+            if buf.memory == "L1"
+            and any(inst.buffers[c].memory == "L0A" for u in buf.users for c in inst.bufs_of(u))
+        ),
+        key=lambda b: inst.buffers[b].alloc,
+    )
+    for row, size in sizes.items():
+        for node in data["Nodes"]:
+            if node.get("BufId") == a_tiles[row * k]:
+                node["Size"] = size
+    return reparse(data)
+
+
+def _optimum(inst) -> int:
+    """The proven optimal max V_stay (the full ordering model)."""
+    answer = solve_order(
+        OrderingData(inst),
+        op_order_of(inst, inst.topological_order),
+        time_limit_s=120,
+        workers=2,
+        tie_break=False,
+    )
+    assert answer.status is Status.OPTIMAL
+    assert answer.objective is not None
+    return answer.objective
+
+
+@pytest.mark.parametrize("shape", [(3, 3, 1), (3, 4, 1)])
+def test_grid_bound_of_a_small_matmul_is_its_proven_optimum(shape):
+    """(n + 1) K tiles on a square grid; a 3 x 4 one runs column by column: 3 + 1 tiles."""
+    inst = _matmul(*shape)
+    grid = grid_bound(inst)
+    assert grid is not None and (grid.rows, grid.cols, grid.memory) == (*shape[:2], "L0C")
+    assert grid.units == 4 * 128 == _optimum(inst)
+    assert order_bound(inst).units == grid.units
+
+
+def test_grid_bound_with_uneven_rows_never_exceeds_the_optimum():
+    """Rows weigh 128, 256 and 384, columns 128 each: the bound is the least of its three
+    cases (sum of columns + lightest row = 512) and stays at or below the optimum."""
+    inst = _matmul(3, 3, 1, sizes={1: 256, 2: 384})
+    lines = sorted(block_lines(inst, "L0C").values())
+    assert lines == [128, 128, 128, 128, 256, 384]
+    grid = grid_bound(inst)
+    assert grid is not None and grid.units == 3 * 128 + 128
+    assert grid.units <= _optimum(inst)
+
+
+def test_grid_bound_needs_three_rows_three_columns_and_nothing_but_lines():
+    assert grid_bound(_matmul(2, 3, 2)) is None  # two rows: the case analysis needs three
+    assert grid_bound(load_instance(bundled("flashattention_2x3.json"))) is None
+    # One more L1 tile read by MOVEs of two blocks on no common row or column.
+    data = generate("matmul", seed=0, m=3, n=3, k=1)
+    inst = parse_instance(data, name="matmul")
+    moves = [v for v in inst.op_ids if inst.nodes[v].op == "MOVE"]
+    first, last = moves[0], moves[-1]  # block (0, 0) and block (2, 2)
+    assert grid_bound(inst) is not None
+    extra, n = 10_000, inst.n_nodes
+    data["Nodes"] += [
+        {"Id": n, "Op": "ALLOC", "BufId": extra, "Size": 128, "Type": "L1"},
+        {"Id": n + 1, "Op": "FREE", "BufId": extra, "Size": 128, "Type": "L1"},
+    ]
+    for node in data["Nodes"]:
+        if node["Id"] in (first, last):
+            node["Bufs"] = [*node["Bufs"], extra]
+    data["Edges"] += [[n, first], [n, last], [first, n + 1], [last, n + 1]]
+    assert grid_bound(parse_instance(data, name="diagonal")) is None
+
+
+def test_pipeline_reports_a_matmul_proven_optimal_by_its_grid():
+    inst = _matmul(3, 3, 2)
+    result = solve_instance(inst, SolveOptions(problems=(1,), time_limit_s=5))
+    assert result.p1 is not None and result.p1.evaluation.max_v_stay_units == 4 * 2 * 128
+    assert result.p1_bound_units == 4 * 2 * 128
+    assert result.p1_bound_source == "grid of 3 x 3 L0C blocks"
