@@ -201,10 +201,11 @@ def block_lines(instance: Instance, memory: str) -> dict[frozenset[int], int]:
     and u is an ancestor of one of them (a MOVE that fills a MATMUL's operand).
 
     Take any valid order, the blocks in their order, and q_b the last cut op of block b. An op
-    attached to a block at or before b comes before q_b (it precedes one of that block's cut
-    ops); one attached to a later block comes after q_b (its l holds a cut op after q_b, the
-    l' of q_b's memory held at q_b is another buffer, and single residency keeps l's whole
-    lifetime after l'). So a buffer with users attached to blocks on both sides of b is live
+    attached to a block at or before b comes at or before q_b (it is, or precedes, one of that
+    block's cut ops); one attached to a later block comes after q_b (its l holds a cut op
+    after q_b; q_b holds one buffer l' of l's memory, as every op of a valid order holds at
+    most one per L0 memory, and l' is not l, whose cut ops are all in the later block; single
+    residency keeps l's whole lifetime after l'). So a buffer with users attached to blocks on both sides of b is live
     at q_b: ``max V_stay`` is at least the total size of the buffers crossing any cut, in the
     best order of the blocks.
 
