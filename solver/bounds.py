@@ -205,9 +205,9 @@ def block_lines(instance: Instance, memory: str) -> dict[frozenset[int], int]:
     block's cut ops); one attached to a later block comes after q_b (its l holds a cut op
     after q_b; q_b holds one buffer l' of l's memory, as every op of a valid order holds at
     most one per L0 memory, and l' is not l, whose cut ops are all in the later block; single
-    residency keeps l's whole lifetime after l'). So a buffer with users attached to blocks on both sides of b is live
-    at q_b: ``max V_stay`` is at least the total size of the buffers crossing any cut, in the
-    best order of the blocks.
+    residency keeps l's whole lifetime after l'). So a buffer with users attached to blocks on
+    both sides of b is live at q_b: ``max V_stay`` is at least the total size of the buffers
+    crossing any cut, in the best order of the blocks.
 
     Returns the size of the buffers per set of two or more blocks they are attached to.
     """
