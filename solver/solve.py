@@ -128,6 +128,14 @@ P2_WORK, P2_DEADLINE = 0.03, 0.75
 FULL_PLACEMENT_BUFFERS = 300
 #: Problem 2 LNS settings: windows are buffers to re-place, or runs of nodes to re-order.
 P2_LNS = LnsParams(initial_window=12, min_window=4, max_window=80, step_time_s=2.0)
+#: The Problem 2 LNS stops once the traffic has not dropped for this share of its budget and
+#: hands the rest to Problem 3. At 600 s (results/2026-11-23_pipeline-600s-rings) its 18-29
+#: steps cut no traffic on any official case (55-103 s each) while Problem 3's LNS was still
+#: improving when its budget ended; the generated conv36k's one cut came at its 13th step.
+P2_STALL_SHARE = 0.4
+#: Deterministic seconds of the pipe model per deterministic second of the placement model
+#: handed over (~0.2 and ~0.35 per second of the reference machine).
+P2_TO_P3_WORK = P3_RATE / 0.35
 #: Problem 3 refinement: budget and deadline (the rest of the limit: writing files). The stage
 #: starts at 50-60% of the limit; the budget fills what is left at ~0.2 deterministic s a second.
 P3_WORK, P3_DEADLINE = 0.08, 0.97
@@ -314,7 +322,7 @@ def _pipeline(
     p1_deadline = started + (P1_ALONE_DEADLINE if alone else P1_DEADLINE) * options.time_limit_s
     runs = order_heuristic(instance, rng, OrderingParams(), deadline=p1_deadline)
     valid_runs = [r for r in runs if r.evaluation.valid]
-    spare = 0.0  # Problem 1 work budget left unspent, for Problem 3
+    handed = 0.0  # Problem 3 work (deterministic s) handed on by stages that ended early
     if valid_runs:
         best = valid_runs[0]
         result.p1 = Candidate(f"list-{best.policy}", best.solution, best.evaluation)
@@ -328,7 +336,7 @@ def _pipeline(
         if proven:
             # Matmul's grid bound: Problem 3 gets the refinement's budget and the
             # compaction's share of the limit, at the pipe model's rate.
-            spare = work + share * options.work_s / P1_TO_P3_WORK * P3_RATE
+            handed = P1_TO_P3_WORK * work + P3_RATE * share * options.work_s
         elif options.method == "full":
             stall = None if alone else max(P1_STALL_SHARE * work, P1_STALL_MIN)
             moves = moves_for(instance, share * options.work_s)
@@ -339,6 +347,7 @@ def _pipeline(
             )
             data = OrderingData(instance, compactor.succ)
             spare = _refine_order(data, result, rng, work - used, p1_deadline, stall, report)
+            handed = P1_TO_P3_WORK * spare
             closing = max(1, int(CLOSING_DESCENT * moves))
             _compact_order(compactor, result, None, closing, p1_deadline, report)
     else:
@@ -383,7 +392,8 @@ def _pipeline(
     result.p2 = min(result.candidates, key=lambda c: c.evaluation.objective())
     result.note()
     if options.method == "full":
-        _refine_placement(instance, result, options, rng, started, report)
+        spare = _refine_placement(instance, result, options, rng, started, report)
+        handed += P2_TO_P3_WORK * spare
     e2 = result.p2.evaluation
     report(
         "P2",
@@ -393,8 +403,7 @@ def _pipeline(
     result.p3 = _fastest_within_budget(result, options)
     result.note()
     if options.method == "full":
-        extra = P1_TO_P3_WORK * spare
-        _refine_pipes(instance, result, options, rng, started, pass_s, extra, report)
+        _refine_pipes(instance, result, options, rng, started, pass_s, handed, report)
     _settle(instance, options, result)
     assert result.p3 is not None and result.p3_bound is not None
     e3 = result.p3.evaluation
@@ -664,15 +673,22 @@ def _refine_placement(
     rng: np.random.Generator,
     started: float,
     report: Callable[[str, str], None],
-) -> None:
+) -> float:
     """Problem 2 refinement of the best placement for its budget (``P2_WORK``): the
     full CP-SAT placement model on small instances, then windowed LNS (re-placement and
     re-ordering windows). Every improvement is judged by the evaluator and offered to the
-    result at once, as it is and pipe-compacted."""
+    result at once, as it is and pipe-compacted.
+
+    Returns the budget left when nothing was left to find (no spills; the full model's
+    optimum for the order) or the LNS stalled (``P2_STALL_SHARE``), else 0."""
     assert result.p2 is not None
     deadline = started + P2_DEADLINE * options.time_limit_s
-    if deadline <= time.monotonic() or not result.p2.solution.spills:
-        return
+    # From the configured limit, never from the clock: the same work on every run.
+    budget = P2_WORK * options.work_s
+    if not result.p2.solution.spills:
+        return budget
+    if deadline <= time.monotonic():
+        return 0.0
     hardware = options.hardware
     seed = int(rng.integers(2**31))
     method = f"{result.p2.method}+cp-sat-placement"
@@ -685,8 +701,6 @@ def _refine_placement(
             else:
                 log.warning("placement model gave an invalid solution: %s", judged.violations[:1])
 
-    # From the configured limit, never from the clock: the same work on every run.
-    budget = P2_WORK * options.work_s
     start = result.p2.solution
     if len(instance.buffers) <= FULL_PLACEMENT_BUFFERS:
         full = solve_placement(
@@ -707,7 +721,7 @@ def _refine_placement(
             start = full.solution
             keep(start)
         if full.status is Status.OPTIMAL:
-            budget = 0.0  # nothing left to find for this order
+            return max(budget, 0.0)  # nothing left to find for this order: hand it on
 
     def repair(
         incumbent: Solution, window: Collection[int], time_limit_s: float, seed: int
@@ -738,11 +752,17 @@ def _refine_placement(
         repair,
         np.random.default_rng(seed),
         deadline,
-        replace(P2_LNS, work_budget=max(budget, 0.0)),
+        replace(
+            P2_LNS,
+            work_budget=max(budget, 0.0),
+            stall_work=P2_STALL_SHARE * P2_WORK * options.work_s,
+        ),
         lower_bound=(result.p2_bound.units if result.p2_bound else 0, 2**62),
         on_step=on_step,
         on_best=keep,
     )
+    done = result.p2_lns.stalled or result.p2_lns.proven_optimal
+    return max(budget - result.p2_lns.work, 0.0) if done else 0.0
 
 
 def _refine_pipes(

@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
+import solver.solve as solve_module
 from heuristics.ordering import list_schedule, program_rank
+from heuristics.placement import place
 from instances.generator import generate
+from solver.bounds import TrafficBound, makespan_bound, order_bound
 from solver.evaluate import evaluate, evaluate_order
 from solver.hardware import Hardware
-from solver.instance import parse_instance
-from solver.solve import Progress, SolveOptions, solve_instance
+from solver.instance import Instance, parse_instance
+from solver.solve import (
+    P2_STALL_SHARE,
+    P2_WORK,
+    Candidate,
+    CaseResult,
+    Progress,
+    SolveOptions,
+    _refine_placement,
+    solve_instance,
+)
 
 from helpers import TINY, tiny
 
@@ -133,3 +146,46 @@ def test_frontier_is_non_dominated():
     assert result.p3 is not None
     e3 = result.p3.evaluation
     assert (e3.extra_traffic_units, e3.makespan_cycles) in points
+
+
+def _placed_case(bound_units: int) -> tuple[Instance, CaseResult, SolveOptions]:
+    """forced_spill with UB = 150 (one 100-unit COPY_IN-backed buffer must go: traffic 100)
+    placed by the list scheduler's order, with a Problem 2 traffic bound of ``bound_units``."""
+    inst = tiny("forced_spill")
+    options = SolveOptions(time_limit_s=10, hardware=Hardware(capacity={"UB": 150}))
+    result = CaseResult(inst.name, order_bound(inst), makespan_bound(inst))
+    placed = place(inst, inst.topological_order, options.hardware)
+    judged = evaluate(inst, placed, 2, options.hardware)
+    assert judged.valid and judged.extra_traffic_units == 100
+    result.p2 = Candidate("start", placed, judged)
+    result.p2_bound = TrafficBound(bound_units, -1)
+    return inst, result, options
+
+
+@pytest.mark.parametrize("bound_units", [0, 100])
+def test_a_stalled_or_optimal_p2_lns_hands_its_budget_on(bound_units, monkeypatch):
+    """Nothing cuts the one forced spill: with a weak bound the LNS stalls after
+    P2_STALL_SHARE of its budget, with the bound met it stops at once; either way the rest of
+    the budget is returned for Problem 3 (it used to be spent on steps that found nothing)."""
+    monkeypatch.setattr(solve_module, "FULL_PLACEMENT_BUFFERS", 0)  # the LNS alone
+    inst, result, options = _placed_case(bound_units)
+    budget = P2_WORK * options.work_s
+    spare = _refine_placement(
+        inst, result, options, np.random.default_rng(0), time.monotonic(), lambda s, m: None
+    )
+    assert result.p2_lns is not None
+    if bound_units:
+        assert result.p2_lns.proven_optimal and spare == pytest.approx(budget)
+    else:
+        assert result.p2_lns.stalled
+        assert spare == pytest.approx(budget - result.p2_lns.work)
+        assert P2_STALL_SHARE * budget <= budget - spare < budget
+
+
+def test_the_full_placement_models_optimum_hands_the_p2_budget_on():
+    inst, result, options = _placed_case(0)
+    spare = _refine_placement(
+        inst, result, options, np.random.default_rng(0), time.monotonic(), lambda s, m: None
+    )
+    assert result.p2_lns is None and result.p2_order_bound == 100
+    assert 0 < spare < P2_WORK * options.work_s
