@@ -128,11 +128,6 @@ P2_WORK, P2_DEADLINE = 0.03, 0.75
 FULL_PLACEMENT_BUFFERS = 300
 #: Problem 2 LNS settings: windows are buffers to re-place, or runs of nodes to re-order.
 P2_LNS = LnsParams(initial_window=12, min_window=4, max_window=80, step_time_s=2.0)
-#: The Problem 2 LNS stops once the traffic has not dropped for this share of its budget and
-#: hands the rest to Problem 3. At 600 s (results/2026-11-23_pipeline-600s-rings) its 18-29
-#: steps cut no traffic on any official case (55-103 s each) while Problem 3's LNS was still
-#: improving when its budget ended; the generated conv36k's one cut came at its 13th step.
-P2_STALL_SHARE = 0.4
 #: Deterministic seconds of the pipe model per deterministic second of the placement model
 #: handed over (~0.2 and ~0.35 per second of the reference machine).
 P2_TO_P3_WORK = P3_RATE / 0.35
@@ -680,7 +675,7 @@ def _refine_placement(
     result at once, as it is and pipe-compacted.
 
     Returns the budget left when nothing was left to find (no spills; the full model's
-    optimum for the order) or the LNS stalled (``P2_STALL_SHARE``), else 0."""
+    optimum for the order; traffic at its bound), else 0."""
     assert result.p2 is not None
     deadline = started + P2_DEADLINE * options.time_limit_s
     # From the configured limit, never from the clock: the same work on every run.
@@ -752,17 +747,15 @@ def _refine_placement(
         repair,
         np.random.default_rng(seed),
         deadline,
-        replace(
-            P2_LNS,
-            work_budget=max(budget, 0.0),
-            stall_work=P2_STALL_SHARE * P2_WORK * options.work_s,
-        ),
+        replace(P2_LNS, work_budget=max(budget, 0.0)),
         lower_bound=(result.p2_bound.units if result.p2_bound else 0, 2**62),
         on_step=on_step,
         on_best=keep,
     )
-    done = result.p2_lns.stalled or result.p2_lns.proven_optimal
-    return max(budget - result.p2_lns.work, 0.0) if done else 0.0
+    # No stall rule here: at 600 s the P2 LNS cut no traffic on any official case, but a stall
+    # after 40% of its budget lost the generated conv36k's one cut (54,176; 54,560 without it,
+    # results/2026-11-23_pipeline-600s-grid), which came later.
+    return max(budget - result.p2_lns.work, 0.0) if result.p2_lns.proven_optimal else 0.0
 
 
 def _refine_pipes(
