@@ -8,8 +8,10 @@ Stages share one deadline:
    order), then by windowed LNS over the CP-SAT ordering model (:mod:`models.ordering`,
    :mod:`solver.lns`), each for its share of the limit, and a last compaction descent. On small
    instances the full model runs first for a proven bound; the bound reported is the best of
-   that and the forced-live bound. In the pipeline the LNS stops when its key stalls and
-   leaves the rest of its budget to P3.
+   that, the forced-live and grid bounds and the relaxed sub-instances' (:mod:`solver.bounds`).
+   In the pipeline the LNS stops when its key stalls and leaves the rest of its budget to P3;
+   a heuristic answer that already meets its bound (Matmul's grid bound) skips the refinement
+   and leaves it all.
 2. **P2** — a traversal search (:mod:`heuristics.traversal`: simulated annealing over the order
    of L0-connected units, on an address-free traffic estimate, from the list scheduler's best
    order) proposes an order; it, the best few list-scheduler orders and the refined Problem 1
