@@ -73,7 +73,7 @@ class Compactor:
         for v in self.ops:
             for w in self.succ[v]:
                 self.pred_count[w] += 1
-        rank = {v: i for i, v in enumerate(instance.topological_order)}
+        rank = instance.topological_rank
         self.topological = sorted(self.ops, key=rank.__getitem__)
         self.l0_of = {
             v: [b for b in instance.bufs_of(v) if buffers[b].memory in L0_MEMORIES]

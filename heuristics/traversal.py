@@ -95,7 +95,7 @@ def find_units(instance: Instance) -> Units:
             first, *rest = sorted(component)
             for r in rest:
                 parent[root(r)] = root(first)
-    rank = {v: i for i, v in enumerate(instance.topological_order)}
+    rank = instance.topological_rank
     ordered = sorted(
         (sorted(g, key=rank.__getitem__) for g in groups.values() if len(g) > 1),
         key=lambda g: rank[g[0]],

@@ -27,7 +27,7 @@ including the spill nodes and spill edges of a given solution when one is passed
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -224,20 +224,9 @@ def block_lines(instance: Instance, memory: str) -> dict[frozenset[int], int]:
             cuts = {u for u in buf.users if u in block_of}
             if len({block_of[u] for u in cuts}) == 1:
                 anchors[b] = (block_of[min(cuts)], cuts)
-    rank = {v: r for r, v in enumerate(instance.topological_order)}
 
     def precedes(u: int, targets: set[int]) -> bool:
-        last = max(rank[t] for t in targets)
-        stack, seen = list(instance.successors[u]), set[int]()
-        while stack and len(seen) < _ANCESTRY_VISITS:
-            w = stack.pop()
-            if w in seen or rank[w] > last:
-                continue
-            if w in targets:
-                return True
-            seen.add(w)
-            stack.extend(instance.successors[w])
-        return False
+        return next(_reached(instance, u, targets, _ANCESTRY_VISITS), None) is not None
 
     lines: dict[frozenset[int], int] = {}
     for buf in instance.buffers.values():
@@ -254,6 +243,27 @@ def block_lines(instance: Instance, memory: str) -> dict[frozenset[int], int]:
             key = frozenset(blocks)
             lines[key] = lines.get(key, 0) + buf.size_units
     return lines
+
+
+def _reached(
+    instance: Instance, start: int, stops: Collection[int], max_visits: int | None = None
+) -> Iterator[int]:
+    """The nodes of ``stops`` that ``start`` reaches by paths whose inner nodes are not in
+    ``stops`` (paths on through a stop are implied by it). Nodes after the last stop in
+    topological order reach none: the search stays before it. With ``max_visits``, it gives
+    up after visiting that many nodes (some stops may then go unreported)."""
+    rank = instance.topological_rank
+    last = max((rank[v] for v in stops), default=-1)
+    stack, seen = list(instance.successors[start]), set[int]()
+    while stack and (max_visits is None or len(seen) < max_visits):
+        w = stack.pop()
+        if w in seen or rank[w] > last:
+            continue
+        seen.add(w)
+        if w in stops:
+            yield w
+        else:
+            stack.extend(instance.successors[w])
 
 
 def grid_bound(instance: Instance) -> GridBound | None:
@@ -347,22 +357,7 @@ def relaxed_instance(instance: Instance, ops: Collection[int]) -> tuple[Instance
         raise ValueError("relaxed_instance keeps op nodes only")
     inside = set(kept)
     new_id = {v: i for i, v in enumerate(kept)}
-    edges: set[tuple[int, int]] = set()
-    successors = instance.successors
-    # A node after the last kept op in topological order reaches none: the searches stop there.
-    rank = {v: r for r, v in enumerate(instance.topological_order)}
-    last = max((rank[v] for v in kept), default=-1)
-    for u in kept:
-        stack, seen = list(successors[u]), set()
-        while stack:
-            w = stack.pop()
-            if w in seen or rank[w] > last:
-                continue
-            seen.add(w)
-            if w in inside:
-                edges.add((new_id[u], new_id[w]))  # paths on through w are implied
-            else:
-                stack.extend(successors[w])
+    edges = {(new_id[u], new_id[w]) for u in kept for w in _reached(instance, u, inside)}
     nodes: list[dict[str, object]] = []
     for v in kept:
         node = instance.nodes[v]

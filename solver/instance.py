@@ -153,6 +153,7 @@ class Instance(BaseModel):
     _succ: tuple[tuple[int, ...], ...] = PrivateAttr()
     _pred: tuple[tuple[int, ...], ...] = PrivateAttr()
     _topo: tuple[int, ...] = PrivateAttr()
+    _rank: tuple[int, ...] = PrivateAttr()
     _buffers: Mapping[int, Buffer] = PrivateAttr()
     _buffer_of_node: tuple[int | None, ...] = PrivateAttr()
     _op_ids: tuple[int, ...] = PrivateAttr()
@@ -184,6 +185,10 @@ class Instance(BaseModel):
         _check_uses(nodes, buffers, topo, succ, pred)
 
         self._succ, self._pred, self._topo = succ, pred, topo
+        rank = [0] * n
+        for r, v in enumerate(topo):
+            rank[v] = r
+        self._rank = tuple(rank)
         self._buffers = MappingProxyType(buffers)
         self._buffer_of_node = tuple(
             node.buf_id if isinstance(node, BufferNode) else None for node in nodes
@@ -223,6 +228,11 @@ class Instance(BaseModel):
         """The topological order that takes the smallest ready id first (Kahn's algorithm with
         a heap): the id order itself whenever ids are topological, as in the contest cases."""
         return self._topo
+
+    @property
+    def topological_rank(self) -> tuple[int, ...]:
+        """Each node's position in :attr:`topological_order`."""
+        return self._rank
 
     @property
     def buffers(self) -> Mapping[int, Buffer]:

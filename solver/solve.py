@@ -389,8 +389,7 @@ def _pipeline(
     result.p2 = min(result.candidates, key=lambda c: c.evaluation.objective())
     result.note()
     if options.method == "full":
-        spare = _refine_placement(instance, result, options, rng, started, report)
-        handed += P2_TO_P3_WORK * spare
+        handed += P2_TO_P3_WORK * _refine_placement(instance, result, options, rng, started, report)
     e2 = result.p2.evaluation
     report(
         "P2",

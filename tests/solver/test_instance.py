@@ -48,6 +48,7 @@ def test_example_lookups():
     assert inst.cycles.tolist() == [0, 15, 0, 30, 0, 15, 0]
     pos = {v: p for p, v in enumerate(inst.topological_order)}
     assert all(pos[a] < pos[b] for a, b in inst.edges)
+    assert inst.topological_rank == tuple(pos[v] for v in range(inst.n_nodes))
     assert inst.buffers[0].spill_traffic_units == 5 and inst.buffers[1].spill_traffic_units == 10
     assert inst.buffers[0].spill_out_cycles == 0 and inst.buffers[1].spill_out_cycles == 160
     assert inst.buffers[0].spill_in_cycles == 160
