@@ -14,8 +14,10 @@ OR-tools' ``rcpsp_sat``):
 * every residency segment that starts or ends in the window is a rectangle in (time x address)
   per memory, from its start node's start to its end node's end, in a ``NoOverlap2D``: address
   reuse is a timing constraint, in the order the model picks, not the incumbent's fixed edge.
-  Segments that start and end inside the window may also move to another address (same
-  traffic, same spills): false dependencies through a reused address disappear.
+  Segments that start inside the window may also move to another address (same traffic,
+  same spills): false dependencies through a reused address disappear. One that ends after
+  the window may only take addresses clear of the segments opened after the window before
+  it closes (those keep their addresses).
 
 **Windows.** The window is closed under time: given some nodes, it holds every node whose
 incumbent start lies between their earliest and latest start. Nodes that start earlier are
@@ -187,7 +189,7 @@ def solve_pipes(
     params: Mapping[str, str] | None = None,
 ) -> Result:
     """Re-time the nodes of ``window`` (closed under time, see the module docstring), and
-    with ``move_addresses`` re-place the segments that start and end inside it.
+    with ``move_addresses`` re-place the segments that start inside it.
 
     Parameters
     ----------
@@ -199,9 +201,10 @@ def solve_pipes(
         Nodes (original or spill ids) to free; every node whose incumbent start lies between
         their earliest and latest start joins them. ``None``: every node.
     move_addresses
-        Give the segments that start and end in the window an offset variable (aligned, in
-        capacity; memories with a bank model keep theirs): the traffic stays the same, the
-        spills the same, only where a segment sits changes.
+        Give the segments that start in the window an offset variable (aligned, in
+        capacity, clear of later segments for one that outlives the window; memories with a
+        bank model keep theirs): the traffic stays the same, the spills the same, only where
+        a segment sits changes.
     time_limit_s, seed, workers, deterministic, log, params
         As for :func:`models.ordering.solve_order`.
 
@@ -394,8 +397,10 @@ def _memory(
     movable = {
         seg
         for seg in segments
-        if move_addresses and seg.start in x and seg.end in x and hardware.bank(seg.memory) is None
+        if move_addresses and seg.start in x and hardware.bank(seg.memory) is None
     }
+    later = [s for s in segments if s.start not in x and s.start not in fixed]
+    slots_of = {seg: _clear_slots(seg, later, pos, hardware) for seg in movable if seg.end not in x}
     moving_memories = {seg.memory for seg in movable}
     released: dict[str, np.ndarray] = {}
     boxes: dict[str, tuple[list[cp_model.IntervalVar], list[cp_model.IntervalVar]]] = {
@@ -418,8 +423,12 @@ def _memory(
             xs.append(model.new_interval_var(begin, length, finish, f"t{seg.buf_id}_{seg.start}"))
         if seg in movable:
             align = hardware.alignment(seg.memory)
-            slots = (hardware.capacity(seg.memory) - seg.size_units) // align
-            slot = model.new_int_var(0, slots, f"o{seg.buf_id}_{seg.start}")
+            if seg in slots_of:
+                domain = cp_model.Domain.from_values(slots_of[seg])
+                slot = model.new_int_var_from_domain(domain, f"o{seg.buf_id}_{seg.start}")
+            else:
+                slots = (hardware.capacity(seg.memory) - seg.size_units) // align
+                slot = model.new_int_var(0, slots, f"o{seg.buf_id}_{seg.start}")
             offsets[seg] = slot * align
             ys.append(model.new_fixed_size_interval_var(slot * align, seg.size_units, "at"))
             model.add_hint(slot, seg.offset_units // align)
@@ -484,6 +493,26 @@ def _memory(
                         ]
                     )
     return offsets
+
+
+def _clear_slots(
+    seg: Segment, later: Sequence[Segment], pos: np.ndarray, hardware: Hardware
+) -> list[int]:
+    """Aligned slots (offset / alignment) that a segment opened in the window and closed after
+    it may move to: those clear of every ``later`` segment (opened after the window) of its
+    memory that opens before it closes. Those keep their addresses and the window cannot
+    re-time them, so an address they share with it would break the placement. The
+    incumbent's slot is always among them (the incumbent is valid)."""
+    capacity, align = hardware.capacity(seg.memory), hardware.alignment(seg.memory)
+    change = np.zeros(capacity + 1, dtype=np.int64)
+    for other in later:
+        if other.memory == seg.memory and pos[other.start] < pos[seg.end]:
+            change[other.offset_units] += 1
+            change[other.offset_units + other.size_units] -= 1
+    taken = np.r_[0, np.cumsum(np.cumsum(change[:-1]) > 0)]
+    offsets = np.arange(0, capacity - seg.size_units + 1, align)
+    clear = taken[offsets + seg.size_units] == taken[offsets]
+    return [int(o) // align for o in offsets[clear]]
 
 
 def _holds(model: cp_model.CpModel, relation: Any) -> cp_model.IntVar | bool:

@@ -18,7 +18,7 @@ from solver.instance import Instance, load_instance, parse_instance
 from solver.result import Status
 from solver.solution import Solution, Spill
 
-from helpers import TINY, bank_hardware, tiny
+from helpers import TINY, bank_hardware, reparse, tiny, tiny_data
 from strategies import HARDWARE, placements
 
 
@@ -65,6 +65,44 @@ def test_shared_address_serialises_unless_addresses_move():
     assert moved.solution is not None and moved.solution.offsets[0] != moved.solution.offsets[1]
     judged = evaluate(inst, moved.solution, 3)
     assert judged.valid and judged.makespan_cycles == 50 and judged.spill_count == 0
+
+
+def test_a_segment_that_outlives_the_window_moves_too():
+    """two_pipes with both buffers at offset 0, re-timing only the window of nodes starting at
+    30 (FREE b0, ALLOC b1, COPY_IN B): b1's segment ends after the window (at FREE b1), yet it
+    may move off b0's address, so COPY_IN B runs at 10-20 instead of 30-40 and VEC_B follows
+    VEC_A at once: makespan 50 instead of 60."""
+    inst = tiny("two_pipes")
+    timed = frame(inst, two_pipes((0, 1, 2, 3, 4, 5, 6, 7), {0: 0, 1: 0}), DEFAULT_HARDWARE)
+    assert timed is not None and timed.makespan == 60
+    part = solve_pipes(inst, timed, [4, 5], time_limit_s=5)
+    assert part.solution is not None and part.solution.offsets[1] != 0
+    judged = evaluate(inst, part.solution, 3)
+    assert judged.valid and judged.makespan_cycles == 50
+
+
+def test_a_segment_that_outlives_the_window_keeps_clear_of_later_segments():
+    """As above, plus buffer b2 (1,014 units at offset 10, the rest of UB) opened after the
+    window (its ALLOC waits for COPY_IN B) and before b1 closes (VEC_C uses b1 and b2, and
+    FREE b1 waits for it). b2 is not in the model; the only address clear of it is b1's own,
+    so b1 stays at 0, waits for b0's release, and the answer is valid."""
+    data = tiny_data("two_pipes")
+    data["Nodes"] += [
+        {"Id": 8, "Op": "ALLOC", "BufId": 2, "Size": 1014, "Type": "UB"},
+        {"Id": 9, "Op": "COPY_IN", "Pipe": "MTE2", "Cycles": 10, "Bufs": [2]},
+        {"Id": 10, "Op": "VEC_C", "Pipe": "VECTOR", "Cycles": 20, "Bufs": [1, 2]},
+        {"Id": 11, "Op": "FREE", "BufId": 2, "Size": 1014, "Type": "UB"},
+    ]
+    data["Edges"] += [[5, 8], [8, 9], [9, 10], [10, 11], [10, 7]]
+    inst = reparse(data)
+    incumbent = two_pipes((0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 7), {0: 0, 1: 0, 2: 10})
+    timed = frame(inst, incumbent, DEFAULT_HARDWARE)
+    assert timed is not None and timed.makespan == 80
+    part = solve_pipes(inst, timed, [4, 5], time_limit_s=5)
+    assert part.solution is not None and part.solution.offsets[1] == 0
+    judged = evaluate(inst, part.solution, 3)
+    assert judged.valid, judged.violations
+    assert judged.makespan_cycles == 80
 
 
 def test_moved_addresses_respect_alignment_and_banks():
