@@ -86,9 +86,10 @@ Method = Literal["full", "heuristics"]
 METHODS: tuple[Method, ...] = ("full", "heuristics")
 
 #: Distinct Problem 1 orders that go on to placement (the list scheduler's best and the refined
-#: one), besides the traversal search's. In the 600 s runs every P2 answer came from a traversal
-#: order or, on FlashAttention_Case1, the refined P1 order; the other list-scheduler orders
-#: never won, and their placement passes now go to more traversal orders (``TRAVERSAL_RUNS``).
+#: one, or the scheduler's next when those coincide), after the traversal search's. In the 600 s
+#: runs every P2 answer came from a traversal order or, on FlashAttention_Case1, the refined P1
+#: order; the other list-scheduler orders never won, and their placement passes now go to more
+#: traversal orders (``TRAVERSAL_RUNS``).
 ORDERS_TO_PLACE = 2
 # How the time limit is spent. Each CP-SAT refinement has a *budget* of deterministic work
 # (CP-SAT's deterministic time, the same on every run) and a wall-clock *deadline*. The budgets
