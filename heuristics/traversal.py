@@ -443,17 +443,19 @@ def search_traversal(
     instance: Instance,
     hardware: Hardware,
     start: Sequence[int],
-    rng: np.random.Generator,
+    rngs: Sequence[np.random.Generator],
     params: TraversalParams | None = None,
     deadline: float | None = None,
-) -> tuple[list[int], int]:
-    """Simulated annealing over unit orders from the units' order in ``start`` (an op order).
+) -> list[tuple[list[int], int]]:
+    """Simulated annealing over unit orders from the units' order in ``start`` (an op order),
+    one run per generator of ``rngs``.
 
-    It starts from the best of: the units' order in ``start``, the greedy order and the two
-    clustered orders (unless there are more than ``max_cluster_units`` units). Returns the best
-    op order found and its estimated traffic. Temperatures are relative to the start's estimate
-    and cool geometrically over ``max_evaluations`` (a count, so a run is reproducible);
-    ``deadline`` only cuts a run short.
+    The runs start from the best of: the units' order in ``start``, the greedy order and the
+    two clustered orders (unless there are more than ``max_cluster_units`` units), chosen once
+    for all of them. Returns each run's best op order and its estimated traffic, in run order.
+    Temperatures are relative to the start's estimate and cool geometrically over
+    ``max_evaluations`` per run (a count, so a run is reproducible); ``deadline`` only cuts
+    runs short.
     """
     params = params or TraversalParams()
     units = find_units(instance)
@@ -461,7 +463,7 @@ def search_traversal(
     given = sorted(
         range(len(units.members)), key=lambda i: min(position[v] for v in units.members[i])
     )
-    current, current_cost = given, math.inf
+    first, first_cost = given, math.inf
     starts = [given, greedy_units(instance, units, hardware)]
     if params.max_cluster_units is None or len(units.members) <= params.max_cluster_units:
         starts += [
@@ -470,10 +472,26 @@ def search_traversal(
         ]
     for candidate in starts:
         cost = estimate_traffic(instance, expand(instance, units, candidate), hardware)
-        if cost < current_cost:
-            current, current_cost = candidate, cost
-    best_order = expand(instance, units, current)
-    best_cost = int(current_cost)
+        if cost < first_cost:
+            first, first_cost = candidate, cost
+    return [
+        _anneal(instance, hardware, units, first, int(first_cost), rng, params, deadline)
+        for rng in rngs
+    ]
+
+
+def _anneal(
+    instance: Instance,
+    hardware: Hardware,
+    units: Units,
+    current: list[int],
+    current_cost: int,
+    rng: np.random.Generator,
+    params: TraversalParams,
+    deadline: float | None,
+) -> tuple[list[int], int]:
+    """One annealing run of :func:`search_traversal` from the unit order ``current``."""
+    best_order, best_cost = expand(instance, units, current), current_cost
     if len(current) < 2 or current_cost == 0:
         return best_order, best_cost
     scale = max(current_cost, 1)

@@ -924,35 +924,32 @@ def _search_traversal(
 ) -> list[tuple[int, ...]]:
     """Unit-order search for Problem 2 (:mod:`heuristics.traversal`) on its share of the time
     limit, budgeted in evaluations so the run is reproducible: ``TRAVERSAL_RUNS`` annealing
-    runs from the same start with their own seeds, each on its share of the evaluations.
+    runs from one starting point with their own seeds, each on its share of the evaluations.
     Returns their orders, lowest estimate first (every one goes on to placement)."""
     evaluations = evaluations_for(instance, TRAVERSAL_SHARE * options.work_s)
     share = max(1, evaluations // TRAVERSAL_RUNS)
     # The count is the budget; the clock only stops a search the count misjudged.
     stop = min(deadline, time.monotonic() + 2 * TRAVERSAL_SHARE * options.time_limit_s)
-    found: list[tuple[int, list[int]]] = []
-    for seed in rng.integers(2**31, size=TRAVERSAL_RUNS):
-        op_order, estimate = search_traversal(
-            instance,
-            options.hardware,
-            op_order_of(instance, start),
-            np.random.default_rng(int(seed)),
-            TraversalParams(
-                max_evaluations=share,
-                max_cluster_units=cluster_units_for(0.1 * options.work_s),
-            ),
-            deadline=stop,
-        )
-        found.append((estimate, op_order))
-    found.sort(key=lambda pair: pair[0])
-    estimates = ", ".join(f"{estimate:,}" for estimate, _ in found)
+    runs = search_traversal(
+        instance,
+        options.hardware,
+        op_order_of(instance, start),
+        [np.random.default_rng(int(seed)) for seed in rng.integers(2**31, size=TRAVERSAL_RUNS)],
+        TraversalParams(
+            max_evaluations=share,
+            max_cluster_units=cluster_units_for(0.1 * options.work_s),
+        ),
+        deadline=stop,
+    )
+    runs.sort(key=lambda run: run[1])
+    estimates = ", ".join(f"{estimate:,}" for _, estimate in runs)
     report(
         "P2-order",
         f"traversal search: estimated traffic {estimates} ({TRAVERSAL_RUNS} x {share:,} "
         "evaluations)",
     )
     orders: list[tuple[int, ...]] = []
-    for _, op_order in found:
+    for op_order, _ in runs:
         try:
             orders.append(schedule_from_op_order(instance, op_order))
         except ValueError:
