@@ -128,10 +128,10 @@ P1_TO_P3_WORK = P3_RATE / 0.45
 #: Share of the time limit the Problem 2 traversal search may use (as an evaluation count).
 TRAVERSAL_SHARE = 0.15
 #: Annealing runs the traversal search's evaluations are split into; each run's order is
-#: placed. The search's estimate ranks orders poorly: on Conv_Case0, three full-length runs
-#: estimated 42,270 / 40,344 / 45,336 and placed at 54,530 / 44,832 / 52,618; six third-length
-#: ones estimated 41,120-45,346 and placed at 46,464-56,352. The best placement of three short
-#: runs (46,464 for either trio) beats one long run's (50,660 on average).
+#: placed. The search's estimate ranks orders poorly, so one run's answer is its seed's: with
+#: one run Conv_Case0's P2 was 45,698 / 55,304 / 43,008 for seeds 0 / 1 / 2
+#: (results/2026-11-23_conv0-seeds); three runs, each order placed, gave 43,010 with seed 0
+#: (results/2026-11-23_pipeline-600s-traversals).
 TRAVERSAL_RUNS = 3
 #: Problem 2 refinement: budget and deadline.
 P2_WORK, P2_DEADLINE = 0.03, 0.75
