@@ -14,11 +14,19 @@ non-delay schedule, after Giffler and Thompson): the next node is the one that c
 earliest on its pipe, ties broken by the longest remaining path (bottom level). ALLOC/FREE take no
 pipe and go as soon as they are ready. Prefetching of COPY_IN, MOVE and SPILL_IN as far as the
 address constraints allow, and overlap between pipes, follow from that rule.
+
+The bottom level knows the precedences but not the pipe queues. One round of *justification*
+(the forward-backward improvement of Valls, Ballestín and Quintanilla, 2005) supplies them: the
+same list scheduler runs on the reversed constraints, latest-ending nodes first, and its
+schedule's end times (the time from each node's start to the end, queues included) are the
+priorities of a second forward pass. The shortest of the three schedules wins (the backward
+one, read in reverse, is an order too). Pure Python.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 
 from solver.evaluate import precedence_graph
 from solver.instance import Instance
@@ -27,22 +35,89 @@ from solver.solution import Solution
 
 def compact(instance: Instance, solution: Solution) -> Solution:
     """The same placement and spills in a pipe-friendly order (see the module docstring)."""
-    pred, cycles, pipe = precedence_graph(instance, solution)
-    n_total = len(pred)
-    succ: list[list[int]] = [[] for _ in range(n_total)]
-    for v, ps in enumerate(pred):
-        for u in sorted(set(ps)):
-            succ[u].append(v)
+    pred, succ, cycles, pipe = constraints(instance, solution)
     level = _bottom_levels(solution.order, succ, cycles)
+    forward, end = _non_delay(pred, succ, cycles, pipe, level)
+    orders = (forward, *_justified(pred, succ, cycles, pipe, end))
+    return _shortest(orders, pred, cycles, pipe, solution)
 
-    missing = [len(set(ps)) for ps in pred]
+
+def justify(instance: Instance, solution: Solution, end_cycles: Sequence[int]) -> Solution:
+    """One round of justification (see the module docstring) from a schedule's own times:
+    ``end_cycles`` (the simulated end of every node of ``solution``) order the backward pass.
+    Returns the shorter of the two schedules it yields, which may be slower than ``solution``
+    itself (the caller compares)."""
+    pred, succ, cycles, pipe = constraints(instance, solution)
+    orders = _justified(pred, succ, cycles, pipe, end_cycles)
+    return _shortest(orders, pred, cycles, pipe, solution)
+
+
+def _justified(
+    pred: Sequence[Sequence[int]],
+    succ: Sequence[Sequence[int]],
+    cycles: Sequence[int],
+    pipe: Sequence[str | None],
+    end: Sequence[int],
+) -> tuple[list[int], list[int]]:
+    """The backward list schedule (latest ``end`` first) read in reverse, and the forward one
+    on its end times."""
+    backward, back_end = _non_delay(succ, pred, cycles, pipe, end)
+    again, _ = _non_delay(pred, succ, cycles, pipe, back_end)
+    return backward[::-1], again
+
+
+def _shortest(
+    orders: Sequence[list[int]],
+    pred: Sequence[Sequence[int]],
+    cycles: Sequence[int],
+    pipe: Sequence[str | None],
+    solution: Solution,
+) -> Solution:
+    """``solution``'s placement and spills in the first of ``orders`` with the least makespan."""
+    spans = [_makespan(order, pred, cycles, pipe) for order in orders]
+    best = orders[spans.index(min(spans))]
+    return Solution(order=tuple(best), offsets=solution.offsets, spills=solution.spills)
+
+
+def constraints(
+    instance: Instance, solution: Solution
+) -> tuple[list[list[int]], list[list[int]], list[int], list[str | None]]:
+    """Predecessors and successors (no duplicates), cycles and pipe of every node: what any
+    order of ``solution``'s placement and spills must respect
+    (:func:`solver.evaluate.precedence_graph`)."""
+    listed, cycles, pipe = precedence_graph(instance, solution)
+    pred = [sorted(set(ps)) for ps in listed]
+    succ: list[list[int]] = [[] for _ in pred]
+    for v, ps in enumerate(pred):
+        for u in ps:
+            succ[u].append(v)
+    return pred, succ, cycles, pipe
+
+
+def _non_delay(
+    pred: Sequence[Sequence[int]],
+    succ: Sequence[Sequence[int]],
+    cycles: Sequence[int],
+    pipe: Sequence[str | None],
+    level: Sequence[int],
+) -> tuple[list[int], list[int]]:
+    """Non-delay list schedule of the constraints ``pred``/``succ`` (no duplicates) on in-order
+    pipes: the next node is the one that can start earliest, the highest ``level`` among those
+    ready by then on its pipe. Returns the order and every node's end time."""
+    n_total = len(pred)
+    missing = [len(ps) for ps in pred]
     ready_at = [0] * n_total
     end = [0] * n_total
     pipe_free: dict[str, int] = {}
     waiting: dict[str, list[tuple[int, int, int]]] = {}  # by ready time
-    available: dict[str, list[tuple[int, int, int]]] = {}  # ready by now: by bottom level
+    available: dict[str, list[tuple[int, int, int]]] = {}  # ready when the pipe frees: by level
     order: list[int] = []
     instant: list[int] = [v for v in range(n_total) if missing[v] == 0 and pipe[v] is None]
+
+    def wait(v: int) -> None:
+        unit = pipe[v]
+        assert unit is not None
+        heapq.heappush(waiting.setdefault(unit, []), (ready_at[v], -level[v], v))
 
     def release(v: int) -> None:
         for w in succ[v]:
@@ -52,11 +127,11 @@ def compact(instance: Instance, solution: Solution) -> Solution:
                 if pipe[w] is None:
                     instant.append(w)
                 else:
-                    heapq.heappush(waiting.setdefault(pipe[w], []), (ready_at[w], -level[w], w))  # type: ignore[arg-type]
+                    wait(w)
 
     for v in range(n_total):
         if missing[v] == 0 and pipe[v] is not None:
-            heapq.heappush(waiting.setdefault(pipe[v], []), (0, -level[v], v))  # type: ignore[arg-type]
+            wait(v)
     while True:
         while instant:  # pipeless nodes run the moment they are ready
             v = instant.pop()
@@ -65,39 +140,53 @@ def compact(instance: Instance, solution: Solution) -> Solution:
             release(v)
         best: tuple[int, int, str] | None = None
         for p in sorted(set(waiting) | set(available)):  # sorted: ties must not hang on hashing
-            start = _earliest_start(p, pipe_free.get(p, 0), waiting, available)
-            if start is None:
+            free_at = pipe_free.get(p, 0)
+            w, a = waiting.get(p, []), available.setdefault(p, [])
+            while w and w[0][0] <= free_at:  # ready by the time the pipe frees
+                ready, neg_level, v = heapq.heappop(w)
+                heapq.heappush(a, (neg_level, ready, v))
+            if a:
+                start, top = free_at, a[0][0]
+            elif w:
+                start, top = w[0][0], w[0][1]  # the pipe idles until its first node is ready
+            else:
                 continue
-            top = available[p][0]
-            if best is None or (start, top[0]) < best[:2]:
-                best = (start, top[0], p)
+            if best is None or (start, top) < best[:2]:
+                best = (start, top, p)
         if best is None:
             break
         start, _, p = best
-        _, _, v = heapq.heappop(available[p])
+        a, w = available[p], waiting.get(p, [])
+        while w and w[0][0] <= start:  # the pipe idled: whatever is ready by then competes
+            ready, neg_level, v = heapq.heappop(w)
+            heapq.heappush(a, (neg_level, ready, v))
+        _, _, v = heapq.heappop(a)
         end[v] = start + cycles[v]
         pipe_free[p] = end[v]
         order.append(v)
         release(v)
     if len(order) != n_total:
         raise AssertionError("constraint graph of a valid solution must be acyclic")
-    return Solution(order=tuple(order), offsets=solution.offsets, spills=solution.spills)
+    return order, end
 
 
-def _earliest_start(
-    p: str,
-    free_at: int,
-    waiting: dict[str, list[tuple[int, int, int]]],
-    available: dict[str, list[tuple[int, int, int]]],
-) -> int | None:
-    """Earliest start on pipe ``p``; moves the nodes ready by then into its available heap."""
-    w = waiting.get(p, [])
-    a = available.setdefault(p, [])
-    start = free_at if a or not w else max(free_at, w[0][0])
-    while w and w[0][0] <= start:
-        ready, neg_level, v = heapq.heappop(w)
-        heapq.heappush(a, (neg_level, ready, v))
-    return start if a else None
+def _makespan(
+    order: Sequence[int],
+    pred: Sequence[Sequence[int]],
+    cycles: Sequence[int],
+    pipe: Sequence[str | None],
+) -> int:
+    """The simulation of SPEC section 4 for a topological ``order`` of ``pred``."""
+    end = [0] * len(pred)
+    pipe_free: dict[str, int] = {}
+    for v in order:
+        start = max((end[u] for u in pred[v]), default=0)
+        unit = pipe[v]
+        if unit is not None:
+            start = max(start, pipe_free.get(unit, 0))
+            pipe_free[unit] = start + cycles[v]
+        end[v] = start + cycles[v]
+    return max(end, default=0)
 
 
 def _bottom_levels(order: tuple[int, ...], succ: list[list[int]], cycles: list[int]) -> list[int]:

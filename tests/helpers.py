@@ -25,6 +25,8 @@ TINY = (
     "forced_spill",
     "two_pipes",
     "avoidable_spill",
+    "late_ready",
+    "delay_pays",
 )
 
 

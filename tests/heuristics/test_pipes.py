@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 
 from heuristics.ordering import list_schedule, program_rank
-from heuristics.pipes import compact
+from heuristics.pipes import _bottom_levels, _non_delay, compact, constraints
 from heuristics.placement import PlacementError, place
-from solver.evaluate import evaluate
+from solver.evaluate import evaluate, precedence_graph
 from solver.hardware import DEFAULT_HARDWARE
 from solver.solution import Solution
 
@@ -53,6 +53,71 @@ def test_compaction_keeps_validity_and_traffic(inst):
     assert after.valid, after.violations
     assert after.extra_traffic_units == before.extra_traffic_units
     assert after_solution.offsets == placed.offsets and after_solution.spills == placed.spills
+
+
+def test_compaction_waits_for_a_late_node_only_when_nothing_else_is_ready():
+    """Regression (issue 6). late_ready: COPY_IN (MTE2, 10) -> VEC_LATE (VECTOR, 5) and
+    COPY (MTE3, 1) -> VEC_EARLY (VECTOR, 5), buffers apart. VEC_LATE is known (its predecessor
+    placed) before VEC_EARLY but ready only at 10; VEC_EARLY is ready at 1. Non-delay: VECTOR
+    runs VEC_EARLY 1-6, then VEC_LATE 10-15, makespan 15. The list scheduler once took VEC_LATE
+    as startable when VECTOR freed (at 0) and put it first: 10-15, then 15-20."""
+    inst = tiny("late_ready")
+    placed = Solution(order=(4, 6, 0, 2, 1, 3, 5, 7), offsets={0: 0, 1: 10})
+    result = evaluate(inst, compact(inst, placed), 3)
+    assert result.valid and result.makespan_cycles == 15
+
+
+def test_justification_finds_a_delay_that_pays():
+    """delay_pays: COPY_IN A (MTE2, 1) -> VEC_B (VECTOR, 1) -> COPY_IN C (MTE2, 4), and VEC_D
+    (VECTOR, 3) alone. Non-delay, VECTOR starts D at 0 (B is not ready): B 3-4, C 4-8, makespan
+    8. Waiting one cycle for B is better: A 0-1, B 1-2, C 2-6 beside D 2-5, makespan 6. The
+    backward pass runs C first (it ends last), then B before A: read in reverse, exactly that
+    schedule."""
+    inst = tiny("delay_pays")
+    placed = Solution(order=(4, 6, 0, 3, 1, 2, 5, 7), offsets={0: 0, 1: 10})
+    assert evaluate(inst, placed, 3).makespan_cycles == 8
+    result = evaluate(inst, compact(inst, placed), 3)
+    assert result.valid and result.makespan_cycles == 6
+
+
+def _idle_with_work_ready(inst, solution) -> list[str]:
+    """Each time a pipe of ``solution``'s simulation idles from ``t`` on while a node it runs
+    later had all its predecessors done by ``t`` (a non-delay schedule never does)."""
+    judged = evaluate(inst, solution, 3, HARDWARE)
+    start, end = judged.start_cycles, judged.end_cycles
+    pred, _, pipe = precedence_graph(inst, solution)
+    ready = {v: max((int(end[u]) for u in pred[v]), default=0) for v in solution.order}
+    runs: dict[str, list[int]] = {}
+    for v in solution.order:
+        if pipe[v] is not None:
+            runs.setdefault(pipe[v], []).append(v)
+    found = []
+    for unit, nodes in runs.items():
+        free_at = 0
+        for i, v in enumerate(nodes):
+            if start[v] > free_at:
+                waiting = [w for w in nodes[i:] if ready[w] <= free_at]
+                found += [f"{unit} idles at {free_at}, {w} ready" for w in waiting]
+            free_at = int(end[v])
+    return found
+
+
+@given(instances())
+def test_list_schedule_is_non_delay(inst):
+    """In the simulation of the forward list schedule no pipe waits while work of its own is
+    ready (the official cases showed the issue-6 fault this way: 9 such waits on
+    FlashAttention_Case0's answer, 21 on Matmul_Case0's). The justified schedules may wait."""
+    order = list_schedule(inst, "program", program_rank(inst))
+    if order is None:
+        return
+    try:
+        placed = place(inst, order, HARDWARE, "hybrid")
+    except PlacementError:
+        return
+    pred, succ, cycles, pipe = constraints(inst, placed)
+    order, _ = _non_delay(pred, succ, cycles, pipe, _bottom_levels(placed.order, succ, cycles))
+    forward = Solution(order=tuple(order), offsets=placed.offsets, spills=placed.spills)
+    assert _idle_with_work_ready(inst, forward) == []
 
 
 def test_default_hardware_fixture_compaction():
