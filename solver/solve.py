@@ -22,7 +22,8 @@ Stages share one deadline:
    nodes and re-place their buffers in the same model.
 3. **P3** — among all candidates whose traffic stays within ``(1 + traffic_slack)`` times the
    Problem 2 traffic, the shortest makespan, re-timed by windowed LNS over the CP-SAT pipe model
-   (:mod:`models.pipes`). A faster answer at the Problem 2 traffic is a better
+   (:mod:`models.pipes`), then re-sequenced by justification from its own times
+   (:func:`heuristics.pipes.justify`). A faster answer at the Problem 2 traffic is a better
    Problem 2 answer too (makespan breaks ties there).
 
 With ``method="heuristics"`` the CP-SAT refinements are skipped. Every value comes from
