@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 
 from heuristics.ordering import list_schedule, program_rank
-from heuristics.pipes import _bottom_levels, _non_delay, compact, constraints
+from heuristics.pipes import _bottom_levels, _non_delay, compact, constraints, justify
 from heuristics.placement import PlacementError, place
 from solver.evaluate import evaluate, precedence_graph
 from solver.hardware import DEFAULT_HARDWARE
@@ -78,6 +78,34 @@ def test_justification_finds_a_delay_that_pays():
     assert evaluate(inst, placed, 3).makespan_cycles == 8
     result = evaluate(inst, compact(inst, placed), 3)
     assert result.valid and result.makespan_cycles == 6
+
+
+def test_justify_from_a_schedules_own_times():
+    """delay_pays in its non-delay order (makespan 8, ends A 1, D 3, B 4, C 8): justified from
+    those times, the backward pass takes C, then B, then A, and the answer is 6; the
+    placement is kept."""
+    inst = tiny("delay_pays")
+    placed = Solution(order=(4, 6, 0, 3, 1, 2, 5, 7), offsets={0: 0, 1: 10})
+    judged = evaluate(inst, placed, 3)
+    justified = justify(inst, placed, [int(e) for e in judged.end_cycles])
+    result = evaluate(inst, justified, 3)
+    assert result.valid and result.makespan_cycles == 6
+    assert justified.offsets == placed.offsets and justified.spills == placed.spills
+
+
+@given(instances())
+def test_justification_keeps_validity_and_traffic(inst):
+    order = list_schedule(inst, "program", program_rank(inst))
+    if order is None:
+        return
+    try:
+        placed = place(inst, order, HARDWARE, "hybrid")
+    except PlacementError:
+        return
+    before = evaluate(inst, placed, 3, HARDWARE)
+    after = evaluate(inst, justify(inst, placed, [int(e) for e in before.end_cycles]), 3, HARDWARE)
+    assert after.valid, after.violations
+    assert after.extra_traffic_units == before.extra_traffic_units
 
 
 def _idle_with_work_ready(inst, solution) -> list[str]:
