@@ -149,6 +149,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--nodes", type=int, default=36_000, help="size of the generated graph")
     parser.add_argument("--no-generated", action="store_true", help="official cases only")
+    parser.add_argument(
+        "--cases", nargs="+", choices=OFFICIAL_CASES, help="these official cases (default: all)"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="cases solved at once")
     parser.add_argument("--out", type=Path)
     parser.add_argument(
@@ -170,7 +173,7 @@ def main() -> None:
     today = dt.date.today().isoformat()
     out = args.out or ROOT / "results" / f"{today}_{args.name}"
 
-    graphs = [(name, official_case(name)) for name in OFFICIAL_CASES]
+    graphs = [(name, official_case(name)) for name in args.cases or OFFICIAL_CASES]
     if not args.no_generated:
         generated = (
             Path(tempfile.mkdtemp(prefix="npuopt-bench-")) / f"conv{args.nodes // 1000}k_seed3.json"
