@@ -6,7 +6,7 @@ Usage::
     python benchmarks/cases.py [--name pipeline] [--problem all|1|2|3] [--time-limit 600]
                                [--method full|heuristics] [--reuse-rule residency|literal]
                                [--seed 0] [--nodes 36000]
-                               [--no-generated] [--jobs 1] [--out DIR]
+                               [--no-generated] [--cases NAME...] [--jobs 1] [--out DIR]
 
 Writes into ``--out`` (default ``results/<date>_<name>``): ``runs/<case>/`` (attachment files and
 summary.json of that run), ``runs.csv`` (one row per case, in ``npuopt bench``'s format, so
@@ -236,6 +236,7 @@ def main() -> None:
         f"--method {args.method} --reuse-rule {args.reuse_rule} "
         f"--time-limit {args.time_limit:g} --seed {args.seed}"
         + (" --no-generated" if args.no_generated else f" --nodes {args.nodes}")
+        + (f" --cases {' '.join(args.cases)}" if args.cases else "")
         + (f" --jobs {args.jobs}" if args.jobs > 1 else "")
         + (f" --speed {args.speed:g}" if args.speed is not None else "")
     )
