@@ -38,14 +38,21 @@ def test_compaction_keeps_spills_valid():
     assert result.makespan_cycles <= 220
 
 
-@given(instances())
-def test_compaction_keeps_validity_and_traffic(inst):
+def _placed(inst) -> Solution | None:
+    """The list scheduler's order placed by the hybrid policy (``None`` when either fails)."""
     order = list_schedule(inst, "program", program_rank(inst))
     if order is None:
-        return
+        return None
     try:
-        placed = place(inst, order, HARDWARE, "hybrid")
+        return place(inst, order, HARDWARE, "hybrid")
     except PlacementError:
+        return None
+
+
+@given(instances())
+def test_compaction_keeps_validity_and_traffic(inst):
+    placed = _placed(inst)
+    if placed is None:
         return
     before = evaluate(inst, placed, 2, HARDWARE)
     after_solution = compact(inst, placed)
@@ -95,12 +102,8 @@ def test_justify_from_a_schedules_own_times():
 
 @given(instances())
 def test_justification_keeps_validity_and_traffic(inst):
-    order = list_schedule(inst, "program", program_rank(inst))
-    if order is None:
-        return
-    try:
-        placed = place(inst, order, HARDWARE, "hybrid")
-    except PlacementError:
+    placed = _placed(inst)
+    if placed is None:
         return
     before = evaluate(inst, placed, 3, HARDWARE)
     after = evaluate(inst, justify(inst, placed, [int(e) for e in before.end_cycles]), 3, HARDWARE)
@@ -135,12 +138,8 @@ def test_list_schedule_is_non_delay(inst):
     """In the simulation of the forward list schedule no pipe waits while work of its own is
     ready (the official cases showed the issue-6 fault this way: 9 such waits on
     FlashAttention_Case0's answer, 21 on Matmul_Case0's). The justified schedules may wait."""
-    order = list_schedule(inst, "program", program_rank(inst))
-    if order is None:
-        return
-    try:
-        placed = place(inst, order, HARDWARE, "hybrid")
-    except PlacementError:
+    placed = _placed(inst)
+    if placed is None:
         return
     pred, succ, cycles, pipe = constraints(inst, placed)
     order, _ = _non_delay(pred, succ, cycles, pipe, _bottom_levels(placed.order, succ, cycles))
