@@ -27,19 +27,44 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from solver.evaluate import precedence_graph
 from solver.instance import Instance
 from solver.solution import Solution
 
 
+class Constraints(NamedTuple):
+    """What any order of a solution's placement and spills must respect
+    (:func:`solver.evaluate.precedence_graph`): predecessors and successors of every node (no
+    duplicates), its cycles and its pipe."""
+
+    pred: list[list[int]]
+    succ: list[list[int]]
+    cycles: list[int]
+    pipe: list[str | None]
+
+    def reversed(self) -> Constraints:
+        """The same constraints read backwards (successors first)."""
+        return Constraints(self.succ, self.pred, self.cycles, self.pipe)
+
+
+def constraints(instance: Instance, solution: Solution) -> Constraints:
+    """The :class:`Constraints` of ``solution``."""
+    listed, cycles, pipe = precedence_graph(instance, solution)
+    pred = [sorted(set(ps)) for ps in listed]
+    succ: list[list[int]] = [[] for _ in pred]
+    for v, ps in enumerate(pred):
+        for u in ps:
+            succ[u].append(v)
+    return Constraints(pred, succ, cycles, pipe)
+
+
 def compact(instance: Instance, solution: Solution) -> Solution:
     """The same placement and spills in a pipe-friendly order (see the module docstring)."""
-    pred, succ, cycles, pipe = constraints(instance, solution)
-    level = _bottom_levels(solution.order, succ, cycles)
-    forward, end = _non_delay(pred, succ, cycles, pipe, level)
-    orders = (forward, *_justified(pred, succ, cycles, pipe, end))
-    return _shortest(orders, pred, cycles, pipe, solution)
+    held = constraints(instance, solution)
+    forward, end = _non_delay(held, _bottom_levels(solution.order, held.succ, held.cycles))
+    return _shortest((forward, *_justified(held, end)), held, solution)
 
 
 def justify(instance: Instance, solution: Solution, end_cycles: Sequence[int]) -> Solution:
@@ -47,63 +72,30 @@ def justify(instance: Instance, solution: Solution, end_cycles: Sequence[int]) -
     ``end_cycles`` (the simulated end of every node of ``solution``) order the backward pass.
     Returns the shorter of the two schedules it yields, which may be slower than ``solution``
     itself (the caller compares)."""
-    pred, succ, cycles, pipe = constraints(instance, solution)
-    orders = _justified(pred, succ, cycles, pipe, end_cycles)
-    return _shortest(orders, pred, cycles, pipe, solution)
+    held = constraints(instance, solution)
+    return _shortest(_justified(held, end_cycles), held, solution)
 
 
-def _justified(
-    pred: Sequence[Sequence[int]],
-    succ: Sequence[Sequence[int]],
-    cycles: Sequence[int],
-    pipe: Sequence[str | None],
-    end: Sequence[int],
-) -> tuple[list[int], list[int]]:
+def _justified(held: Constraints, end: Sequence[int]) -> tuple[list[int], list[int]]:
     """The backward list schedule (latest ``end`` first) read in reverse, and the forward one
     on its end times."""
-    backward, back_end = _non_delay(succ, pred, cycles, pipe, end)
-    again, _ = _non_delay(pred, succ, cycles, pipe, back_end)
+    backward, back_end = _non_delay(held.reversed(), end)
+    again, _ = _non_delay(held, back_end)
     return backward[::-1], again
 
 
-def _shortest(
-    orders: Sequence[list[int]],
-    pred: Sequence[Sequence[int]],
-    cycles: Sequence[int],
-    pipe: Sequence[str | None],
-    solution: Solution,
-) -> Solution:
+def _shortest(orders: Sequence[list[int]], held: Constraints, solution: Solution) -> Solution:
     """``solution``'s placement and spills in the first of ``orders`` with the least makespan."""
-    spans = [_makespan(order, pred, cycles, pipe) for order in orders]
+    spans = [_makespan(order, held) for order in orders]
     best = orders[spans.index(min(spans))]
     return Solution(order=tuple(best), offsets=solution.offsets, spills=solution.spills)
 
 
-def constraints(
-    instance: Instance, solution: Solution
-) -> tuple[list[list[int]], list[list[int]], list[int], list[str | None]]:
-    """Predecessors and successors (no duplicates), cycles and pipe of every node: what any
-    order of ``solution``'s placement and spills must respect
-    (:func:`solver.evaluate.precedence_graph`)."""
-    listed, cycles, pipe = precedence_graph(instance, solution)
-    pred = [sorted(set(ps)) for ps in listed]
-    succ: list[list[int]] = [[] for _ in pred]
-    for v, ps in enumerate(pred):
-        for u in ps:
-            succ[u].append(v)
-    return pred, succ, cycles, pipe
-
-
-def _non_delay(
-    pred: Sequence[Sequence[int]],
-    succ: Sequence[Sequence[int]],
-    cycles: Sequence[int],
-    pipe: Sequence[str | None],
-    level: Sequence[int],
-) -> tuple[list[int], list[int]]:
-    """Non-delay list schedule of the constraints ``pred``/``succ`` (no duplicates) on in-order
-    pipes: the next node is the one that can start earliest, the highest ``level`` among those
-    ready by then on its pipe. Returns the order and every node's end time."""
+def _non_delay(held: Constraints, level: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Non-delay list schedule of ``held`` on in-order pipes: the next node is the one that can
+    start earliest, the highest ``level`` among those ready by then on its pipe. Returns the
+    order and every node's end time."""
+    pred, succ, cycles, pipe = held
     n_total = len(pred)
     missing = [len(ps) for ps in pred]
     ready_at = [0] * n_total
@@ -170,13 +162,9 @@ def _non_delay(
     return order, end
 
 
-def _makespan(
-    order: Sequence[int],
-    pred: Sequence[Sequence[int]],
-    cycles: Sequence[int],
-    pipe: Sequence[str | None],
-) -> int:
-    """The simulation of SPEC section 4 for a topological ``order`` of ``pred``."""
+def _makespan(order: Sequence[int], held: Constraints) -> int:
+    """The simulation of SPEC section 4 for a topological ``order`` of ``held``."""
+    pred, _, cycles, pipe = held
     end = [0] * len(pred)
     pipe_free: dict[str, int] = {}
     for v in order:

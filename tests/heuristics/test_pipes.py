@@ -50,16 +50,20 @@ def _placed(inst) -> Solution | None:
 
 
 @given(instances())
-def test_compaction_keeps_validity_and_traffic(inst):
+def test_compaction_and_justification_keep_validity_and_traffic(inst):
     placed = _placed(inst)
     if placed is None:
         return
-    before = evaluate(inst, placed, 2, HARDWARE)
-    after_solution = compact(inst, placed)
-    after = evaluate(inst, after_solution, 3, HARDWARE)
-    assert after.valid, after.violations
-    assert after.extra_traffic_units == before.extra_traffic_units
-    assert after_solution.offsets == placed.offsets and after_solution.spills == placed.spills
+    before = evaluate(inst, placed, 3, HARDWARE)
+    for after_solution in (
+        compact(inst, placed),
+        justify(inst, placed, [int(e) for e in before.end_cycles]),
+    ):
+        after = evaluate(inst, after_solution, 3, HARDWARE)
+        assert after.valid, after.violations
+        assert after.extra_traffic_units == before.extra_traffic_units
+        assert after_solution.offsets == placed.offsets
+        assert after_solution.spills == placed.spills
 
 
 def test_compaction_waits_for_a_late_node_only_when_nothing_else_is_ready():
@@ -100,17 +104,6 @@ def test_justify_from_a_schedules_own_times():
     assert justified.offsets == placed.offsets and justified.spills == placed.spills
 
 
-@given(instances())
-def test_justification_keeps_validity_and_traffic(inst):
-    placed = _placed(inst)
-    if placed is None:
-        return
-    before = evaluate(inst, placed, 3, HARDWARE)
-    after = evaluate(inst, justify(inst, placed, [int(e) for e in before.end_cycles]), 3, HARDWARE)
-    assert after.valid, after.violations
-    assert after.extra_traffic_units == before.extra_traffic_units
-
-
 def _idle_with_work_ready(inst, solution) -> list[str]:
     """Each time a pipe of ``solution``'s simulation idles from ``t`` on while a node it runs
     later had all its predecessors done by ``t`` (a non-delay schedule never does)."""
@@ -141,8 +134,8 @@ def test_list_schedule_is_non_delay(inst):
     placed = _placed(inst)
     if placed is None:
         return
-    pred, succ, cycles, pipe = constraints(inst, placed)
-    order, _ = _non_delay(pred, succ, cycles, pipe, _bottom_levels(placed.order, succ, cycles))
+    held = constraints(inst, placed)
+    order, _ = _non_delay(held, _bottom_levels(placed.order, held.succ, held.cycles))
     forward = Solution(order=tuple(order), offsets=placed.offsets, spills=placed.spills)
     assert _idle_with_work_ready(inst, forward) == []
 
