@@ -1,9 +1,9 @@
 """CP-SAT pipe scheduling (Problem 3): start times for a window of a placed solution.
 
-The placement and the spill decisions of the incumbent are kept (so is the traffic); the model
-chooses *when* each node of the window runs, and the schedule written to the files is derived
-from those times. Formulation (after the disjunctive job-shop models of the CP-SAT primer and
-OR-tools' ``rcpsp_sat``):
+The placement and the spill decisions of the incumbent are kept (so is the traffic) unless the
+caller allows the traffic to change (below); the model chooses *when* each node of the window
+runs, and the schedule written to the files is derived from those times. Formulation (after
+the disjunctive job-shop models of the CP-SAT primer and OR-tools' ``rcpsp_sat``):
 
 * each node v of the window has a start ``s_v`` and runs ``Cycles`` on its pipe: one
   ``NoOverlap`` per pipe (a cumulative of capacity 1). A zero-cycle pipe node (a SPILL_OUT of a
@@ -18,6 +18,13 @@ OR-tools' ``rcpsp_sat``):
   same spills): false dependencies through a reused address disappear. One that ends after
   the window may only take addresses clear of the segments opened after the window before
   it closes (those keep their addresses).
+* with a traffic allowance (``traffic_room``), spills are optional intervals, as in the
+  placement model: a spill of the window may be dropped (its two runs absent, its buffer's two
+  segments one rectangle at the first one's address) and a segment lying wholly in the window
+  may be split by a new spill in its longest idle gap (a SPILL_OUT run on MTE3 after the
+  buffer's touches before the gap, a SPILL_IN run on MTE2 before those after it, the second
+  half at an address of its own), within the allowance. Spills whose SPILL_OUT and SPILL_IN
+  lie farther apart than a window spans stay as they are.
 
 **Windows.** The window is closed under time: given some nodes, it holds every node whose
 incumbent start lies between their earliest and latest start. Nodes that start earlier are
@@ -25,7 +32,8 @@ fixed (their end times are constants: pipe availability, lower bounds of their s
 release times of the addresses they held); nodes that start later are not in the model, and the
 evaluator's simulation places them after the window, in the incumbent's order. The objective is
 the largest ``end_v + tail_v`` over the window, ``tail_v`` being the longest path after v in
-the incumbent's precedence graph (the window's share of the makespan), then the sum of end times.
+the incumbent's precedence graph (the window's share of the makespan), then the sum of end times
+(each spill taken counting as one more end, at the horizon).
 With the window = everything, ``tail = 0`` and the objective is the makespan itself.
 
 The schedule is the fixed prefix, then the window's nodes in a topological order of their
@@ -38,7 +46,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -55,9 +63,9 @@ from solver.evaluate import (
     residency_segments,
 )
 from solver.hardware import MEMORIES, Hardware
-from solver.instance import Instance
+from solver.instance import SPILL_IN_PIPE, SPILL_OUT_PIPE, Instance
 from solver.result import Result, Status
-from solver.solution import Solution, with_segment_offsets
+from solver.solution import Solution, Spill, with_segment_offsets
 
 #: Start of the boxes of segments opened before the window. The schedule puts the prefix first,
 #: so on a shared address a window segment comes after them, whatever its time: their boxes
@@ -79,6 +87,32 @@ _PARAMS = {
     "cp_model_presolve": "false",
     "search_branching": "PORTFOLIO_WITH_QUICK_RESTART_SEARCH",
 }
+
+
+#: Most spills one window may add: those splitting the segments with the longest idle gaps.
+MAX_NEW_SPILLS = 8
+
+
+@dataclass(frozen=True)
+class _SpillOption:
+    """A spill the window decides on: an incumbent one (``index``) it may drop, or a new one
+    (``index`` None) splitting ``first`` between two consecutive touches of its buffer.
+
+    ``spill_out`` and ``spill_in`` are its nodes (a new spill's numbered after the incumbent's
+    nodes); ``first`` is the segment its SPILL_OUT closes and ``second`` the one its SPILL_IN
+    opens (for a new spill, the two halves of the segment it splits); ``traffic`` its DDR cost.
+    A new spill's ``before`` and ``after`` are the touches of its buffer on either side of its
+    gap (its spill edges, SPEC section 3).
+    """
+
+    index: int | None
+    spill_out: int
+    spill_in: int
+    first: Segment
+    second: Segment
+    traffic: int
+    before: tuple[int, ...] = ()
+    after: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,6 +221,7 @@ def solve_pipes(
     deterministic: bool = False,
     log: bool = False,
     params: Mapping[str, str] | None = None,
+    traffic_room: int | None = None,
 ) -> Result:
     """Re-time the nodes of ``window`` (closed under time, see the module docstring), and
     with ``move_addresses`` re-place the segments that start inside it.
@@ -207,11 +242,21 @@ def solve_pipes(
         a segment sits changes.
     time_limit_s, seed, workers, deterministic, log, params
         As for :func:`models.ordering.solve_order`.
+    traffic_room
+        ``None``: the spills are the incumbent's. Otherwise (with ``move_addresses``) the
+        window's spills are optional intervals: a spill whose SPILL_OUT and SPILL_IN both lie in
+        the window may be dropped (its buffer then holds the address it had before), and up to
+        :data:`MAX_NEW_SPILLS` segments lying wholly in the window may be split by a new spill
+        in their longest idle gap, while the traffic grows by at most ``traffic_room`` units.
+        A present spill weighs like one more end at the horizon in the objective's second term,
+        so a spill that saves no time is not taken.
 
     Returns
     -------
     Result
-        ``solution`` is the re-timed schedule (same offsets and spills); ``objective`` the
+        ``solution`` is the re-timed schedule (same offsets and spills unless
+        ``traffic_room`` let them change; spills keep their list order, new ones go last, and
+        node ids follow SPEC section 3 for the new list); ``objective`` the
         model's value of its objective (for the full window: the makespan, which the
         evaluator's simulation of ``solution`` never exceeds); ``bound`` CP-SAT's bound on it,
         a bound on the makespan only for the full window and only for this placement.
@@ -235,13 +280,34 @@ def solve_pipes(
         return Result(Status.UNKNOWN, runtime_s=time.monotonic() - started, info={"window": 0})
     fixed = set(order[:lo])
     whole = lo == 0 and hi == len(order) - 1
+    pos = np.empty(len(order), dtype=np.int64)
+    pos[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
+    segments = residency_segments(instance, frame.solution, pos)
+    options: list[_SpillOption] = []
+    if traffic_room is not None and move_addresses:
+        options = _spill_options(instance, frame, segments, pos, set(free), traffic_room)
+    incumbent = frame
+    frame, segments = _with_new_spills(instance, frame, segments, options)
     model = cp_model.CpModel()
     model.clear_hints()
-    x = _variables(model, frame, free, fixed, whole)
-    _precedences(model, frame, free, fixed, x)
-    _pipes(model, frame, order, lo, hi, x)
-    offsets = _memory(model, instance, frame, free, fixed, x, move_addresses)
-    makespan, weight = _objective(model, frame, free, x, whole)
+    present = {}
+    for option in options:
+        on = model.new_bool_var(f"spill{option.spill_out}")
+        present[option.spill_out] = present[option.spill_in] = on
+        model.add_hint(on, option.index is not None)
+    timed = free + [v for o in options if o.index is None for v in (o.spill_out, o.spill_in)]
+    x = _variables(model, frame, timed, fixed, whole)
+    _precedences(model, frame, timed, x, present)
+    _pipes(model, frame, order[:lo], timed, x, present)
+    offsets = _memory(
+        model, instance, frame, segments, pos, fixed, x, move_addresses, options, present
+    )
+    if options:
+        kept = sum(o.traffic for o in options if o.index is not None)
+        model.add(
+            sum(present[o.spill_out] * o.traffic for o in options) <= kept + (traffic_room or 0)
+        )
+    makespan, weight = _objective(model, frame, timed, x, whole, present)
     for v in free:  # the incumbent (its offsets were hinted with their variables)
         model.add_hint(x[v], int(frame.start[v]))
 
@@ -261,19 +327,143 @@ def solve_pipes(
     bound = int(solver.best_objective_bound) // weight if status is not Status.UNKNOWN else None
     if not status.has_solution:
         return Result(status, bound=bound, runtime_s=time.monotonic() - started, info=info)
-    moved = with_segment_offsets(
-        instance, frame.solution, {seg.start: solver.value(o) for seg, o in offsets.items()}
-    )
-    times = {v: solver.value(x[v]) for v in free}
-    schedule = order[:lo] + _window_order(instance, frame, moved, free, times) + order[hi + 1 :]
+    address = {seg.start: solver.value(o) for seg, o in offsets.items()}
+    times = {v: solver.value(x[v]) for v in timed}
+    taken = {o.spill_out for o in options if solver.value(present[o.spill_out])}
+    solution = _respilled(instance, frame, incumbent, lo, hi, options, taken, address, times)
     return Result(
         status,
-        solution=Solution(order=tuple(schedule), offsets=moved.offsets, spills=moved.spills),
+        solution=solution,
         objective=int(solver.value(makespan)),
         bound=bound,
         runtime_s=time.monotonic() - started,
         info=info,
     )
+
+
+def _spill_options(
+    instance: Instance,
+    frame: PipeFrame,
+    segments: Sequence[Segment],
+    pos: np.ndarray,
+    inside: set[int],
+    room: int,
+) -> list[_SpillOption]:
+    """The spills a window decides on. An incumbent spill may be dropped when both its nodes
+    lie in the window and the segment it reopens may move (to the address of the one it
+    closes). A new spill may split a segment lying wholly in the window, in the longest idle
+    gap (incumbent time) between two consecutive touches of its buffer, when its traffic fits
+    ``room`` plus what the droppable spills would give back; the :data:`MAX_NEW_SPILLS` longest
+    gaps are offered. No segment takes part in two options."""
+    n = instance.n_nodes
+    hardware = frame.hardware
+    closing = {seg.end: seg for seg in segments}
+    opening = {seg.start: seg for seg in segments}
+
+    def may_move(seg: Segment) -> bool:
+        return seg.start in inside and hardware.bank(seg.memory) is None
+
+    options: list[_SpillOption] = []
+    used: set[Segment] = set()
+    for k, spill in enumerate(frame.solution.spills):
+        out, back = n + 2 * k, n + 2 * k + 1
+        if out not in inside or back not in inside:
+            continue
+        first, second = closing[out], opening[back]
+        if first in used or second in used or not may_move(second):
+            continue
+        traffic = instance.buffers[spill.buf_id].spill_traffic_units
+        options.append(_SpillOption(k, out, back, first, second, traffic))
+        used.update((first, second))
+    room += sum(o.traffic for o in options)
+    gaps: list[tuple[int, int, Segment, list[int], int]] = []
+    for seg in segments:
+        buf = instance.buffers[seg.buf_id]
+        if seg in used or seg.end not in inside or not may_move(seg):
+            continue
+        if buf.spill_traffic_units > room:
+            continue
+        lo, hi = pos[seg.start], pos[seg.end]
+        touches = sorted(
+            [seg.start, seg.end, *(u for u in buf.users if lo < pos[u] < hi)],
+            key=pos.__getitem__,
+        )
+        longest, at = max(
+            (int(frame.start[b]) - int(frame.end[a]), -i)
+            for i, (a, b) in enumerate(zip(touches, touches[1:], strict=False))
+        )
+        if longest > 0:
+            gaps.append((longest, -int(lo), seg, touches, 1 - at))
+    gaps.sort(key=lambda g: g[:2], reverse=True)
+    base = len(frame.solution.order)
+    for _, _, seg, touches, cut in gaps[:MAX_NEW_SPILLS]:
+        out, back = base, base + 1
+        base += 2
+        first = Segment(seg.buf_id, seg.memory, seg.offset_units, seg.size_units, seg.start, out)
+        second = Segment(seg.buf_id, seg.memory, seg.offset_units, seg.size_units, back, seg.end)
+        traffic = instance.buffers[seg.buf_id].spill_traffic_units
+        options.append(
+            _SpillOption(
+                None, out, back, first, second, traffic, tuple(touches[:cut]), tuple(touches[cut:])
+            )
+        )
+    return options
+
+
+def _with_new_spills(
+    instance: Instance,
+    frame: PipeFrame,
+    segments: list[Segment],
+    options: Sequence[_SpillOption],
+) -> tuple[PipeFrame, list[Segment]]:
+    """The frame and the segments with the new spills of ``options`` in: their nodes' cycles,
+    pipes, tails and spill edges (every touch of the buffer before the gap precedes the
+    SPILL_OUT, the SPILL_IN every touch after it), each split segment replaced by its halves.
+    Unchanged when no option is new."""
+    new = [o for o in options if o.index is None]
+    if not new:
+        return frame, segments
+    cycles, pipe = list(frame.cycles), list(frame.pipe)
+    fixed_pred = list(frame.fixed_pred)
+    tail = list(frame.tail)
+    start, end = list(frame.start), list(frame.end)
+    split = {}
+    for o in new:
+        buf = instance.buffers[o.first.buf_id]
+        whole = Segment(
+            buf.buf_id,
+            buf.memory,
+            o.first.offset_units,
+            buf.size_units,
+            o.first.start,
+            o.second.end,
+        )
+        split[whole] = o
+        cycles += [buf.spill_out_cycles, buf.spill_in_cycles]
+        pipe += [SPILL_OUT_PIPE, SPILL_IN_PIPE]
+        fixed_pred += [list(o.before), [o.spill_out]]
+        for w in o.after:
+            fixed_pred[w] = [*fixed_pred[w], o.spill_in]
+        back_tail = max(int(frame.tail[w]) + frame.cycles[w] for w in o.after)
+        tail += [buf.spill_in_cycles + back_tail, back_tail]
+        start += [0, 0]
+        end += [0, 0]
+    extended = replace(
+        frame,
+        cycles=cycles,
+        pipe=pipe,
+        fixed_pred=fixed_pred,
+        tail=np.asarray(tail, dtype=np.int64),
+        start=np.asarray(start, dtype=np.int64),
+        end=np.asarray(end, dtype=np.int64),
+    )
+    halves = []
+    for seg in segments:
+        if seg in split:
+            halves += [split[seg].first, split[seg].second]
+        else:
+            halves.append(seg)
+    return extended, halves
 
 
 def _kinds(instance: Instance, solution: Solution) -> list[int]:
@@ -294,13 +484,16 @@ def _variables(
 ) -> dict[int, cp_model.IntVar]:
     """Start of each free node: from its fixed predecessors' ends to the latest start that
     keeps ``end + tail`` within the incumbent's own value (an answer no worse than the
-    incumbent, which the hint gives, always exists; tight domains keep presolve short)."""
+    incumbent, which the hint gives, always exists; tight domains keep presolve short). A new
+    spill's nodes may lie anywhere up to that value: absent, they only mark a point of a
+    segment."""
     limit = _incumbent_reach(frame, free, whole)
+    known = len(frame.solution.order)
     x = {}
     for v in free:
         earliest = max((int(frame.end[u]) for u in frame.fixed_pred[v] if u in fixed), default=0)
         tail = 0 if whole else int(frame.tail[v])
-        latest = max(earliest, limit - frame.cycles[v] - tail)
+        latest = max(earliest, limit - frame.cycles[v] - tail) if v < known else limit
         x[v] = model.new_int_var(earliest, latest, f"s{v}")
     return x
 
@@ -309,50 +502,71 @@ def _incumbent_reach(frame: PipeFrame, free: Sequence[int], whole: bool) -> int:
     """The objective's first term at the incumbent: ``max(end + tail)`` over the window."""
     if whole:
         return frame.makespan
-    return max(int(frame.end[v]) + int(frame.tail[v]) for v in free)
+    known = len(frame.solution.order)  # a window's new spills have no incumbent times
+    return max(int(frame.end[v]) + int(frame.tail[v]) for v in free if v < known)
 
 
 def _precedences(
     model: cp_model.CpModel,
     frame: PipeFrame,
-    free: Sequence[int],
-    fixed: set[int],
+    timed: Sequence[int],
     x: Mapping[int, cp_model.IntVar],
+    present: Mapping[int, cp_model.IntVar],
 ) -> None:
     """Graph and spill edges inside the window, and each segment's start before its end (reuse
-    edges are left to the rectangles)."""
-    for v in free:
+    edges are left to the rectangles). An edge at an optional spill's node holds when the
+    spill is taken; an absent spill's two nodes are one mark (``s_out = s_in``), where its
+    buffer's two segments meet."""
+    for v in timed:
         for u in set(frame.fixed_pred[v]):
-            if u in x:
-                model.add(x[v] >= x[u] + frame.cycles[u])
+            if u not in x:
+                continue
+            after = model.add(x[v] >= x[u] + frame.cycles[u])
+            if u in present and present[u] is present.get(v):
+                if frame.pipe[u] == SPILL_OUT_PIPE:  # the spill's own SPILL_OUT -> SPILL_IN
+                    after.only_enforce_if(present[u])
+                    model.add(x[v] == x[u]).only_enforce_if(~present[u])
+                continue
+            literals = [present[w] for w in (u, v) if w in present]
+            if literals:
+                after.only_enforce_if(literals)
 
 
 def _pipes(
     model: cp_model.CpModel,
     frame: PipeFrame,
-    order: Sequence[int],
-    lo: int,
-    hi: int,
+    prefix: Sequence[int],
+    timed: Sequence[int],
     x: Mapping[int, cp_model.IntVar],
+    present: Mapping[int, cp_model.IntVar],
 ) -> None:
     """One NoOverlap per pipe over the window; fixed nodes make the pipe busy until their end.
     A zero-cycle node z may not start strictly inside another node u's run on its pipe: for each
-    such pair, ``s_z <= s_u`` or ``s_z >= s_u + Cycles_u`` (the order puts z first on a tie)."""
+    such pair, ``s_z <= s_u`` or ``s_z >= s_u + Cycles_u`` (the order puts z first on a tie).
+    An optional spill's runs are optional intervals, present with the spill."""
     busy: dict[str, int] = {}
-    for v in order[:lo]:
+    for v in prefix:
         pipe = frame.pipe[v]
         if pipe is not None:
             busy[pipe] = max(busy.get(pipe, 0), int(frame.end[v]))
     on_pipe: dict[str, list[int]] = {}
-    for v in order[lo : hi + 1]:
+    for v in timed:
         pipe = frame.pipe[v]
         if pipe is not None:
             on_pipe.setdefault(pipe, []).append(v)
     for pipe, nodes in on_pipe.items():
         intervals = []
         for v in nodes:
-            model.add(x[v] >= busy.get(pipe, 0))
-            if frame.cycles[v] > 0:
+            ready = model.add(x[v] >= busy.get(pipe, 0))
+            if v in present:
+                ready.only_enforce_if(present[v])
+            if frame.cycles[v] > 0 and v in present:
+                intervals.append(
+                    model.new_optional_fixed_size_interval_var(
+                        x[v], frame.cycles[v], present[v], f"run{v}"
+                    )
+                )
+            elif frame.cycles[v] > 0:
                 intervals.append(
                     model.new_fixed_size_interval_var(x[v], frame.cycles[v], f"run{v}")
                 )
@@ -364,18 +578,22 @@ def _pipes(
                 continue
             for u in running:
                 before = model.new_bool_var(f"z{z}before{u}")
-                model.add(x[z] <= x[u]).only_enforce_if(before)
-                model.add(x[z] >= x[u] + frame.cycles[u]).only_enforce_if(~before)
+                literals = [present[w] for w in (z, u) if w in present]
+                model.add(x[z] <= x[u]).only_enforce_if([before, *literals])
+                model.add(x[z] >= x[u] + frame.cycles[u]).only_enforce_if([~before, *literals])
 
 
 def _memory(
     model: cp_model.CpModel,
     instance: Instance,
     frame: PipeFrame,
-    free: Sequence[int],
+    segments: Sequence[Segment],
+    pos: np.ndarray,
     fixed: set[int],
     x: Mapping[int, cp_model.IntVar],
     move_addresses: bool,
+    options: Sequence[_SpillOption] = (),
+    present: Mapping[int, cp_model.IntVar] | None = None,
 ) -> dict[Segment, cp_model.LinearExpr]:
     """Segments touching the window as (time x address) rectangles; return the offset
     expression of each segment that may move.
@@ -383,17 +601,19 @@ def _memory(
     Addresses released by fixed segments bound the start of the window segments that reuse
     them. When some segment may move, the fixed segments it could meet are rectangles too:
     those of the prefix still held when the window may start, and those spanning the window.
+    The segment an optional spill closes ends with its SPILL_OUT's run, or at the spill's mark
+    when the spill is absent; the one it opens then starts at the same mark and address: the
+    two make one segment.
     """
-    solution, hardware = frame.solution, frame.hardware
-    n_total = len(solution.order)
-    pos = np.empty(n_total, dtype=np.int64)
-    pos[np.asarray(solution.order, dtype=np.int64)] = np.arange(n_total)
-    segments = residency_segments(instance, solution, pos)
-    horizon = _incumbent_reach(frame, free, whole=False) + 1
+    hardware = frame.hardware
+    horizon = _incumbent_reach(frame, list(x), whole=False) + 1
     tops = _tops(segments)
     earliest = min(
-        max((int(frame.end[u]) for u in frame.fixed_pred[v] if u in fixed), default=0) for v in free
+        max((int(frame.end[u]) for u in frame.fixed_pred[v] if u in fixed), default=0) for v in x
     )
+    taken = present or {}
+    closes = {o.spill_out for o in options}
+    opens = {o.spill_in for o in options}
     movable = {
         seg
         for seg in segments
@@ -413,8 +633,8 @@ def _memory(
 
     def add_box(seg: Segment, begin: cp_model.LinearExprT, finish: cp_model.LinearExprT) -> None:
         xs, ys = boxes[seg.memory]
-        flat = not (isinstance(begin, int) and isinstance(finish, int)) and _may_be_flat(
-            instance, frame, seg, pos
+        flat = not (isinstance(begin, int) and isinstance(finish, int)) and (
+            seg.end in closes or seg.start in opens or _may_be_flat(instance, frame, seg, pos)
         )
         if isinstance(begin, int) and isinstance(finish, int):
             xs.append(model.new_fixed_size_interval_var(begin, finish - begin, "held"))
@@ -467,11 +687,19 @@ def _memory(
         finish: cp_model.LinearExprT = (
             x[seg.end] + frame.cycles[seg.end] if seg.end in x else horizon
         )
+        if seg.end in closes:
+            out, on = seg.end, taken[seg.end]
+            finish = model.new_int_var(0, horizon, f"until{out}")
+            model.add(finish == x[out] + frame.cycles[out]).only_enforce_if(on)
+            model.add(finish == x[out]).only_enforce_if(~on)
         if seg.start in x and seg not in movable and seg.memory in released:
             units = released[seg.memory][seg.offset_units : seg.offset_units + seg.size_units]
             if len(units) and int(units.max()) > 0:
                 model.add(x[seg.start] >= int(units.max()))
         add_box(seg, begin, finish)
+    for option in options:  # an absent spill leaves its buffer where it was
+        kept = offsets.get(option.first, option.first.offset_units)
+        model.add(offsets[option.second] == kept).only_enforce_if(~taken[option.spill_out])
     for xs, ys in boxes.values():
         if len(xs) > 1:
             model.add_no_overlap_2d(xs, ys)
@@ -554,46 +782,121 @@ def _tops(segments: Sequence[Segment]) -> dict[str, int]:
 def _objective(
     model: cp_model.CpModel,
     frame: PipeFrame,
-    free: Sequence[int],
+    timed: Sequence[int],
     x: Mapping[int, cp_model.IntVar],
     whole: bool,
+    present: Mapping[int, cp_model.IntVar],
 ) -> tuple[cp_model.IntVar, int]:
-    """Minimise ``max(end + tail)`` over the window, then the sum of end times; return the
-    first objective and its weight."""
-    limit = _incumbent_reach(frame, free, whole)
+    """Minimise ``max(end + tail)`` over the window, then the sum of end times, a present
+    optional spill counting as one more end at the horizon; return the first objective and its
+    weight."""
+    limit = _incumbent_reach(frame, timed, whole)
     reach = model.new_int_var(0, limit, "makespan")
     ends = []
-    for v in free:
+    for v in timed:
         tail = 0 if whole else int(frame.tail[v])
-        model.add(reach >= x[v] + frame.cycles[v] + tail)
-        ends.append(x[v] + frame.cycles[v])
-    weight = len(free) * (limit + 1) + 1  # above any sum of end times
-    model.minimize(weight * reach + sum(ends))
+        bound = model.add(reach >= x[v] + frame.cycles[v] + tail)
+        if v in present:
+            bound.only_enforce_if(present[v])
+        else:
+            ends.append(x[v] + frame.cycles[v])
+    spills = list({id(on): on for on in present.values()}.values())
+    weight = (len(ends) + len(spills)) * (limit + 1) + 1  # above any second term
+    model.minimize(weight * reach + sum(ends) + limit * sum(spills))
     return reach, weight
+
+
+def _respilled(
+    instance: Instance,
+    frame: PipeFrame,
+    incumbent: PipeFrame,
+    lo: int,
+    hi: int,
+    options: Sequence[_SpillOption],
+    taken: set[int],
+    address: Mapping[int, int],
+    times: Mapping[int, int],
+) -> Solution:
+    """The solution of a window solve: the incumbent's segments at their new ``address``
+    (keyed by the node opening each), the spills the model dropped left out of the list and
+    the new ones it took (``taken``: SPILL_OUT nodes) appended, node ids renumbered to match
+    (SPEC section 3), and the window's nodes ordered by the model's ``times``."""
+    n, known = instance.n_nodes, len(incumbent.solution.order)
+    order = incumbent.solution.order
+    free = list(order[lo : hi + 1])
+    moved = with_segment_offsets(
+        instance, incumbent.solution, {v: a for v, a in address.items() if v < known}
+    )
+    dropped = {o.index for o in options if o.index is not None and o.spill_out not in taken}
+    added = [o for o in options if o.index is None and o.spill_out in taken]
+    if not dropped and not added:
+        window = _window_order(
+            instance, moved, free, times, frame.fixed_pred, frame.pipe, frame.cycles, frame.start
+        )
+        return Solution(
+            order=(*order[:lo], *window, *order[hi + 1 :]),
+            offsets=moved.offsets,
+            spills=moved.spills,
+        )
+    keep = [k for k in range(len(moved.spills)) if k not in dropped]
+    ids = {v: v for v in range(n)}
+    for i, k in enumerate(keep):
+        ids[n + 2 * k], ids[n + 2 * k + 1] = n + 2 * i, n + 2 * i + 1
+    for j, o in enumerate(added, start=len(keep)):
+        ids[o.spill_out], ids[o.spill_in] = n + 2 * j, n + 2 * j + 1
+    spills = [moved.spills[k] for k in keep]
+    spills += [Spill(o.first.buf_id, address[o.spill_in]) for o in added]
+    total = n + 2 * len(spills)
+    pred: list[list[int]] = [[] for _ in range(total)]
+    pipe: list[str | None] = [None] * total
+    cycles = [0] * total
+    start = np.zeros(total, dtype=np.int64)
+    for v, w in ids.items():
+        pred[w] = [ids[u] for u in frame.fixed_pred[v] if u in ids]
+        pipe[w], cycles[w], start[w] = frame.pipe[v], frame.cycles[v], frame.start[v]
+    window_nodes = [ids[v] for v in free if v in ids]
+    window_nodes += [ids[v] for o in added for v in (o.spill_out, o.spill_in)]
+    at = {ids[v]: t for v, t in times.items() if v in ids}
+    kind = _kinds(instance, Solution(order=(), spills=tuple(spills)))
+    # A first order of the window, for the segment pairing (ALLOC, SPILL_OUT, SPILL_IN, FREE in
+    # turn) that the final one is built from.
+    draft = _topological(window_nodes, pred, lambda v: (at[v], kind[v], v))
+    prefix = [ids[v] for v in order[:lo]]
+    suffix = [ids[v] for v in order[hi + 1 :]]
+    drafted = Solution(
+        order=(*prefix, *draft, *suffix), offsets=moved.offsets, spills=tuple(spills)
+    )
+    window = _window_order(instance, drafted, window_nodes, at, pred, pipe, cycles, start)
+    return Solution(order=(*prefix, *window, *suffix), offsets=moved.offsets, spills=tuple(spills))
 
 
 def _window_order(
     instance: Instance,
-    frame: PipeFrame,
     solution: Solution,
     free: Sequence[int],
     times: Mapping[int, int],
+    fixed_pred: Sequence[Sequence[int]],
+    pipes: Sequence[str | None],
+    cycles: Sequence[int],
+    start: np.ndarray,
 ) -> list[int]:
     """The window's nodes in an order the model's times justify: a topological order of the
-    precedences inside the window, each pipe's sequence by start time and, per address unit,
-    the segments by start time; ties go to segment ends, then ops, then segment starts."""
+    precedences inside the window (``fixed_pred``), each pipe's sequence by start time and, per
+    address unit, the segments by start time; ties go to segment ends, then ops, then segment
+    starts. ``solution``'s schedule pairs each buffer's events into segments (only); ``start``
+    gives the start of the nodes before the window."""
     inside = set(free)
-    pred: dict[int, set[int]] = {v: {u for u in frame.fixed_pred[v] if u in inside} for v in free}
+    pred: dict[int, set[int]] = {v: {u for u in fixed_pred[v] if u in inside} for v in free}
     by_pipe: dict[str, list[int]] = {}
     for v in free:
-        pipe = frame.pipe[v]
+        pipe = pipes[v]
         if pipe is not None:
             by_pipe.setdefault(pipe, []).append(v)
-    kind = _kinds(instance, frame.solution)
+    kind = _kinds(instance, solution)
     rank = {v: (times[v], kind[v], i) for i, v in enumerate(free)}
     for nodes in by_pipe.values():
         # A zero-cycle node starting with another one goes first (the model allows exactly that).
-        nodes.sort(key=lambda v: (times[v], frame.cycles[v] > 0, *rank[v][1:]))
+        nodes.sort(key=lambda v: (times[v], cycles[v] > 0, *rank[v][1:]))
         # Zero-cycle nodes starting together form one block that the pipe leaves unordered
         # (any order simulates the same; the graph and reuse edges decide it); every node of a
         # block follows every node of the block before.
@@ -601,8 +904,8 @@ def _window_order(
         for v in nodes:
             if (
                 blocks
-                and frame.cycles[v] == 0
-                and frame.cycles[blocks[-1][0]] == 0
+                and cycles[v] == 0
+                and cycles[blocks[-1][0]] == 0
                 and times[blocks[-1][0]] == times[v]
             ):
                 blocks[-1].append(v)
@@ -612,10 +915,10 @@ def _window_order(
             for b in later:
                 pred[b].update(earlier)
     # Reuse order inside the window, from the model's times and addresses: sweep segments by
-    # start (the schedule is the frame's: the positions only identify the segments).
+    # start (the positions only identify the segments).
     n_total = len(solution.order)
     pos = np.empty(n_total, dtype=np.int64)
-    pos[np.asarray(frame.solution.order, dtype=np.int64)] = np.arange(n_total)
+    pos[np.asarray(solution.order, dtype=np.int64)] = np.arange(n_total)
     segments = [
         s
         for s in residency_segments(instance, solution, pos)
@@ -626,8 +929,8 @@ def _window_order(
         # Segments opened before the window come first, at their fixed start. Of two segments
         # opened at one time on a shared address one takes no time (see _memory): it goes first.
         if seg.start not in inside:
-            return (int(frame.start[seg.start]), -1, -1, -1)
-        ends = times[seg.end] + frame.cycles[seg.end] if seg.end in inside else 2**62
+            return (int(start[seg.start]), -1, -1, -1)
+        ends = times[seg.end] + cycles[seg.end] if seg.end in inside else 2**62
         return (rank[seg.start][0], ends, *rank[seg.start][1:])
 
     segments.sort(key=seg_rank)

@@ -427,6 +427,15 @@ def _pipeline(
     )
 
 
+def _traffic_room(result: CaseResult, options: SolveOptions, incumbent: Evaluation) -> int:
+    """How much traffic a Problem 3 step may add to ``incumbent`` and stay within the budget
+    (``1 + traffic_slack`` times the Problem 2 answer's traffic, which drops whenever a step
+    finds less)."""
+    assert result.p2 is not None
+    budget = (result.p2.evaluation.extra_traffic_units or 0) * (1.0 + options.traffic_slack)
+    return max(0, int(budget) - (incumbent.extra_traffic_units or 0))
+
+
 def _fastest_within_budget(result: CaseResult, options: SolveOptions) -> Candidate | None:
     """The Problem 3 answer among the candidates: the shortest makespan whose traffic stays
     within ``(1 + traffic_slack)`` times the Problem 2 answer's."""
@@ -819,6 +828,7 @@ def _refine_pipes(
             seed=seed,
             deterministic=True,
             params=_wall_cap(deadline),
+            traffic_room=_traffic_room(result, options, start.evaluation),
         )
         budget -= float(full.info.get("deterministic_time", 0.0))
         timed = pipe_frame(instance, full.solution, hardware, rule) if full.solution else None
@@ -839,6 +849,7 @@ def _refine_pipes(
             seed=seed,
             deterministic=True,
             params=_wall_cap(deadline),
+            traffic_room=_traffic_room(result, options, incumbent.evaluation),
         )
         timed = pipe_frame(instance, answer.solution, hardware, rule) if answer.solution else None
         work = float(answer.info.get("deterministic_time", time_limit_s))

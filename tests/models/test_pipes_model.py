@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from heuristics.ordering import list_schedule, program_rank
 from heuristics.pipes import compact
@@ -172,6 +173,79 @@ def test_random_placements_and_windows(case):
         again = evaluate(inst, part.solution, 3, HARDWARE)
         assert again.valid, again.violations
         assert again.extra_traffic_units == judged.extra_traffic_units
+
+
+def test_a_spill_that_pays_for_itself_is_added():
+    """spill_pays: X (UB 1,000) is written by VEC_1 and read by VEC_3, which waits for a
+    5,000-cycle COPY_IN; VEC_2 (4,000 cycles, after VEC_1) needs Y (UB 1,000) and UB holds
+    1,024. Without a spill Y waits for X's FREE: VEC_3 5,000-5,010, VEC_2 5,010-9,010. With one
+    (traffic 2,000), X's SPILL_OUT runs 10-2,160 on MTE3, VEC_2 2,160-6,160, the SPILL_IN
+    6,160-8,310 on MTE2 once Y is gone, VEC_3 8,310-8,320: makespan 8,320, found only when the
+    traffic may grow by 2,000."""
+    inst = tiny("spill_pays")
+    incumbent = Solution(
+        order=(0, 1, 2, 3, 4, 9, 10, 11, 5, 6, 7, 8), offsets={0: 0, 1: 1000, 2: 0, 3: 0}
+    )
+    timed = frame(inst, incumbent, DEFAULT_HARDWARE)
+    assert timed is not None and timed.makespan == 9010
+    for room in (None, 0, 1999):
+        kept = solve_pipes(inst, timed, time_limit_s=5, traffic_room=room)
+        assert kept.status is Status.OPTIMAL and kept.objective == 9010
+        assert kept.solution is not None and kept.solution.spills == ()
+    spilled = solve_pipes(inst, timed, time_limit_s=5, traffic_room=2000)
+    assert spilled.status is Status.OPTIMAL and spilled.objective == 8320
+    assert spilled.solution is not None and [s.buf_id for s in spilled.solution.spills] == [0]
+    judged = evaluate(inst, spilled.solution, 3)
+    assert judged.valid, judged.violations
+    assert judged.makespan_cycles == 8320 and judged.extra_traffic_units == 2000
+
+
+def test_a_spill_that_costs_time_is_dropped():
+    """avoidable_spill with buffer 0 spilled around VEC_Q (nothing needs its address): the
+    spill's 350-cycle transfers make the makespan 770 (720 re-timed). With the spills
+    optional the model drops it: the three vector ops back to back, 70 cycles, no traffic."""
+    inst = tiny("avoidable_spill")
+    n = inst.n_nodes
+    incumbent = Solution(
+        order=(0, 1, n, 2, 3, 4, n + 1, 5, 6), offsets={0: 0, 1: 0}, spills=(Spill(0, 0),)
+    )
+    timed = frame(inst, incumbent, DEFAULT_HARDWARE)
+    assert timed is not None and timed.makespan == 770
+    kept = solve_pipes(inst, timed, time_limit_s=5)
+    assert kept.objective == 720 and kept.solution is not None and len(kept.solution.spills) == 1
+    dropped = solve_pipes(inst, timed, time_limit_s=5, traffic_room=0)
+    assert dropped.status is Status.OPTIMAL and dropped.objective == 70
+    assert dropped.solution is not None and dropped.solution.spills == ()
+    judged = evaluate(inst, dropped.solution, 3)
+    assert judged.valid and judged.makespan_cycles == 70 and judged.extra_traffic_units == 0
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(placements(disjoint=True), st.sampled_from([0, 12, 10**6]))
+def test_random_windows_with_optional_spills(case, room):
+    """Random placements with the spills optional: the full model's makespan is the
+    evaluator's, never above the incumbent's, and every answer (full or window) is valid with
+    at most ``room`` more traffic; spill node ids follow the new list (the evaluator checks)."""
+    inst, solution = case
+    timed = frame(inst, solution, HARDWARE)
+    if timed is None:
+        return
+    traffic = timed.evaluation.extra_traffic_units or 0
+    full = solve_pipes(inst, timed, time_limit_s=5, traffic_room=room)
+    assert full.status is Status.OPTIMAL and full.solution is not None
+    judged = evaluate(inst, full.solution, 3, HARDWARE)
+    assert judged.valid, judged.violations
+    assert judged.makespan_cycles == full.objective <= timed.makespan
+    assert (judged.extra_traffic_units or 0) <= traffic + room
+    event(f"spills {len(solution.spills)} -> {len(full.solution.spills)}")
+    order = timed.solution.order
+    half, third = max(1, len(order) // 2), len(order) // 3
+    for window in (order[:half], order[third : max(2 * third, third + 1)], order[half:]):
+        part = solve_pipes(inst, timed, window, time_limit_s=5, traffic_room=room)
+        assert part.solution is not None
+        again = evaluate(inst, part.solution, 3, HARDWARE)
+        assert again.valid, again.violations
+        assert (again.extra_traffic_units or 0) <= traffic + room
 
 
 def _graph(
