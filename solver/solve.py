@@ -319,6 +319,32 @@ def solve_instance(
     return result
 
 
+def refine_timing(instance: Instance, solution: Solution, options: SolveOptions) -> CaseResult:
+    """Problem 3 alone from a stored answer: its Problem 3 refinement (re-offsetting, the pipe
+    model's windowed LNS, justification) with the budget of an ``options.time_limit_s`` run,
+    the traffic budget that of ``solution`` (it stands for the Problem 2 answer). Chained, it
+    shows where the LNS levels off (benchmarks/p3_rounds.py)."""
+    judged = evaluate(instance, solution, 3, options.hardware, options.reuse_rule)
+    if not judged.valid:
+        raise ValueError(f"the start is not a valid answer: {judged.violations[:1]}")
+    result = CaseResult(instance.name, order_bound(instance), makespan_bound(instance))
+    start = Candidate("start", solution, judged)
+    result.candidates.append(start)
+    result.p2 = result.p3 = start
+    _refine_pipes(
+        instance,
+        result,
+        options,
+        np.random.default_rng(options.seed),
+        time.monotonic() - options.spent_s,
+        0.0,
+        0.0,
+        lambda stage, message: None,
+    )
+    _settle(instance, options, result)
+    return result
+
+
 def _pipeline(
     instance: Instance,
     options: SolveOptions,
@@ -797,7 +823,8 @@ def _refine_pipes(
 ) -> None:
     """Problem 3 refinement of the chosen answer for its budget (``P3_WORK``, plus ``extra``
     handed over by earlier stages):
-    windowed LNS over the CP-SAT pipe model (spills kept, so is the traffic). Every faster
+    windowed LNS over the CP-SAT pipe model, whose windows may drop or add spills within the
+    traffic budget (:func:`_traffic_room`). Every faster
     answer is offered to the result at once. ``pass_s`` is what one whole-graph pass took
     (placing and evaluating a candidate): framing the start costs about as much, so the stage
     is skipped when less than that is left."""

@@ -15,6 +15,7 @@ from solver.bounds import TrafficBound, makespan_bound, order_bound
 from solver.evaluate import evaluate, evaluate_order
 from solver.hardware import Hardware
 from solver.instance import Instance, parse_instance
+from solver.solution import Solution, Spill
 from solver.solve import (
     P2_WORK,
     Candidate,
@@ -22,6 +23,7 @@ from solver.solve import (
     Progress,
     SolveOptions,
     _refine_placement,
+    refine_timing,
     solve_instance,
 )
 
@@ -193,3 +195,21 @@ def test_the_full_placement_models_optimum_hands_the_p2_budget_on():
     )
     assert result.p2_lns is None and result.p2_order_bound == 100
     assert 0 < spare < P2_WORK * options.work_s
+
+
+def test_timing_alone_from_a_stored_answer_drops_a_spill_that_costs_time():
+    """avoidable_spill with its buffer 0 spilled around VEC_Q (770 cycles, traffic 200):
+    Problem 3 alone drops the spill (its traffic budget is the start's), 70 cycles, traffic 0,
+    which is then the Problem 2 answer too. A start the evaluator rejects is refused."""
+    inst = tiny("avoidable_spill")
+    n = inst.n_nodes
+    start = Solution(
+        order=(0, 1, n, 2, 3, 4, n + 1, 5, 6), offsets={0: 0, 1: 0}, spills=(Spill(0, 0),)
+    )
+    result = refine_timing(inst, start, SolveOptions(problems=(3,), time_limit_s=5))
+    assert result.p3 is not None and result.p2 is not None
+    judged = evaluate(inst, result.p3.solution, 3)
+    assert judged.valid and judged.makespan_cycles == 70 and judged.extra_traffic_units == 0
+    assert result.p2.evaluation.extra_traffic_units == 0
+    with pytest.raises(ValueError, match="not a valid answer"):
+        refine_timing(inst, Solution(order=start.order, offsets={0: 0, 1: 0}), SolveOptions())
