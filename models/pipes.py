@@ -630,6 +630,7 @@ def _memory(
     # (begin, finish, address, size, may be zero-width) of every box, per memory.
     placed: dict[str, list[tuple[cp_model.LinearExprT, cp_model.LinearExprT, Any, int, bool]]]
     placed = {m: [] for m in MEMORIES}
+    box_of: dict[Segment, tuple[Any, ...]] = {}  # each window segment's entry in ``placed``
 
     def add_box(seg: Segment, begin: cp_model.LinearExprT, finish: cp_model.LinearExprT) -> None:
         xs, ys = boxes[seg.memory]
@@ -655,7 +656,8 @@ def _memory(
         else:
             ys.append(model.new_fixed_size_interval_var(seg.offset_units, seg.size_units, "at"))
         address = offsets.get(seg, seg.offset_units)
-        placed[seg.memory].append((begin, finish, address, seg.size_units, flat))
+        box_of[seg] = (begin, finish, address, seg.size_units, flat)
+        placed[seg.memory].append(box_of[seg])
 
     # Units still held by a segment opened in the prefix: its box covers them from _PREFIX on.
     still_held = {m: np.zeros(tops.get(m, 1), dtype=bool) for m in moving_memories}
@@ -698,8 +700,26 @@ def _memory(
                 model.add(x[seg.start] >= int(units.max()))
         add_box(seg, begin, finish)
     for option in options:  # an absent spill leaves its buffer where it was
+        on = taken[option.spill_out]
         kept = offsets.get(option.first, option.first.offset_units)
-        model.add(offsets[option.second] == kept).only_enforce_if(~taken[option.spill_out])
+        model.add(offsets[option.second] == kept).only_enforce_if(~on)
+        # Its two boxes then only touch at the spill's mark, where a flat box could sit inside
+        # the one segment they make: flat boxes keep out of the whole of it.
+        begin, _, address, size, _ = box_of[option.first]
+        finish = box_of[option.second][1]
+        halves = (box_of[option.first], box_of[option.second])
+        for other in placed[option.first.memory]:
+            s0, s1, sa, ss, flat = other
+            if flat and not any(other is half for half in halves):
+                model.add_bool_or(
+                    [
+                        on,
+                        _holds(model, s1 <= begin),
+                        _holds(model, finish <= s0),
+                        _holds(model, address + size <= sa),
+                        _holds(model, sa + ss <= address),
+                    ]
+                )
     for xs, ys in boxes.values():
         if len(xs) > 1:
             model.add_no_overlap_2d(xs, ys)
@@ -854,6 +874,9 @@ def _respilled(
     for v, w in ids.items():
         pred[w] = [ids[u] for u in frame.fixed_pred[v] if u in ids]
         pipe[w], cycles[w], start[w] = frame.pipe[v], frame.cycles[v], frame.start[v]
+    for o in options:  # a dropped spill's two segments are one: it opens before it closes
+        if o.index in dropped:
+            pred[ids[o.second.end]].append(ids[o.first.start])
     window_nodes = [ids[v] for v in free if v in ids]
     window_nodes += [ids[v] for o in added for v in (o.spill_out, o.spill_in)]
     at = {ids[v]: t for v, t in times.items() if v in ids}

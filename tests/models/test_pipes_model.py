@@ -443,3 +443,75 @@ def test_prefix_segments_that_held_one_address_in_turn_leave_the_window_feasible
     for part, judged in _window_answers(inst, timed, [6, 7, 8, 9]):
         assert part.status is Status.OPTIMAL
         assert judged.makespan_cycles == part.objective == 40
+
+
+def _full_with_room(inst, incumbent, room):
+    """The full model's answer with ``room`` units of traffic allowance, checked valid and
+    agreeing with the evaluator."""
+    timed = frame(inst, incumbent, HARDWARE)
+    assert timed is not None
+    full = solve_pipes(inst, timed, time_limit_s=5, traffic_room=room)
+    assert full.status is Status.OPTIMAL and full.solution is not None
+    judged = evaluate(inst, full.solution, 3, HARDWARE)
+    assert judged.valid, judged.violations
+    assert judged.makespan_cycles == full.objective
+    return full.solution, judged
+
+
+@pytest.mark.parametrize("room", [0, 10**6])
+def test_a_flat_segment_stays_out_of_a_dropped_spill(room):
+    """Found in review: buffer 0 (all of UB) is spilled around P and Q; buffer 1 (no users)
+    lives between them at the same address, taking no time. Dropping the spill left the
+    buffer's two boxes touching at the spill's mark, and buffer 1's flat box sat there, inside
+    the one segment they make: the window order had a cycle. Now it keeps out of all of it:
+    the spill stays (416)."""
+    inst = _graph(
+        {
+            1: ("A", "VECTOR", 10, [0]),
+            2: ("P", "VECTOR", 10, []),
+            5: ("Q", "VECTOR", 10, []),
+            6: ("B", "VECTOR", 10, [0]),
+        },
+        {0: (0, 0, "UB", 24), 3: (0, 1, "UB", 1), 4: (1, 1, "UB", 1), 7: (1, 0, "UB", 24)},
+        [[0, 1], [1, 6], [6, 7], [0, 7], [1, 2], [2, 3], [3, 4], [4, 5], [5, 6]],
+    )
+    n = inst.n_nodes
+    incumbent = Solution(
+        order=(0, 1, n, 2, 3, 4, 5, n + 1, 6, 7), offsets={0: 0, 1: 0}, spills=(Spill(0, 0),)
+    )
+    _, judged = _full_with_room(inst, incumbent, room)
+    assert judged.makespan_cycles == 416
+
+
+@pytest.mark.parametrize("room", [48, 10**6])
+def test_a_flat_segment_stays_out_of_a_spill_not_taken(room):
+    """Found in review: buffer 0 (all of UB) is held by A, C, B on VECTOR; buffer 1 (no
+    users, same address) sits between P and Q on MTE2. The new-spill option on buffer 0,
+    not taken, split its box at a free mark where buffer 1's flat box sat: the model claimed
+    120, the schedule simulated 220. The right answer is 130 (P and the buffer first)."""
+    inst = _graph(
+        {
+            1: ("A", "VECTOR", 10, [0]),
+            2: ("C", "VECTOR", 100, []),
+            3: ("B", "VECTOR", 10, [0]),
+            5: ("P", "MTE2", 10, []),
+            8: ("Q", "MTE2", 100, []),
+        },
+        {0: (0, 0, "UB", 24), 4: (1, 0, "UB", 24), 6: (0, 1, "UB", 1), 7: (1, 1, "UB", 1)},
+        [[0, 1], [1, 2], [2, 3], [3, 4], [0, 3], [1, 4], [0, 4], [5, 6], [6, 7], [7, 8]],
+    )
+    solution, judged = _full_with_room(
+        inst, Solution(order=(0, 1, 5, 2, 3, 4, 6, 7, 8), offsets={0: 0, 1: 0}), room
+    )
+    assert judged.makespan_cycles == 130 and solution.spills == ()
+
+
+def test_a_dropped_spill_keeps_its_buffer_opened_before_it_closes():
+    """Found in review: a buffer without users, spilled; dropping the spill lost the last
+    edges between its ALLOC and FREE, and the order put FREE first."""
+    inst = _graph({2: ("OP", "VECTOR", 10, [])}, {0: (0, 0, "UB", 4), 1: (1, 0, "UB", 4)}, [])
+    n = inst.n_nodes
+    incumbent = Solution(order=(0, n, n + 1, 1, 2), offsets={0: 0}, spills=(Spill(0, 0),))
+    solution, judged = _full_with_room(inst, incumbent, 0)
+    assert solution.spills == () and judged.makespan_cycles == 10
+    assert solution.order.index(0) < solution.order.index(1)
