@@ -403,6 +403,9 @@ def residency_segments(
         offset = solution.offsets[b]
         ks = spills_of.get(b)
         if not ks:
+            if pos[buf.free] < pos[buf.alloc]:  # no segment: the buffer is never resident
+                out.add("edge", f"buffer {b}: FREE node {buf.free} comes before its ALLOC node")
+                continue
             segments.append(Segment(b, buf.memory, offset, buf.size_units, buf.alloc, buf.free))
             continue
         # (position, kind, node, offset of the segment it opens)

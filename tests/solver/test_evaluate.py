@@ -7,6 +7,7 @@ import pytest
 from instances import OFFICIAL_CASES
 from solver.evaluate import evaluate
 from solver.hardware import Hardware
+from solver.instance import parse_instance
 from solver.solution import Solution, Spill
 
 from helpers import bank_hardware, official, tiny
@@ -110,6 +111,22 @@ def test_graph_edge_violation_and_not_a_permutation():
     assert kinds(short) == {"schedule"} and short.makespan_cycles is None
     twice = evaluate(inst, Solution(order=(0, 1, 1, 2, 3, 4, 5)), 1)
     assert not twice.valid and "already scheduled" in twice.violations[0].message
+
+
+@pytest.mark.parametrize("problem", [1, 2, 3])
+def test_free_before_alloc_without_an_edge_between_them(problem):
+    """A buffer without users and without an ALLOC -> FREE edge, freed before it is
+    allocated: every problem reports it (Problems 2 and 3 used to raise IndexError)."""
+    hardware = Hardware(capacity={"UB": 24})
+    nodes = [
+        {"Id": 0, "Op": "ALLOC", "BufId": 0, "Size": 4, "Type": "UB"},
+        {"Id": 1, "Op": "FREE", "BufId": 0, "Size": 4, "Type": "UB"},
+        {"Id": 2, "Op": "OP", "Pipe": "VECTOR", "Cycles": 10, "Bufs": []},
+    ]
+    inst = parse_instance({"Nodes": nodes, "Edges": []}, hardware=hardware)
+    judged = evaluate(inst, Solution(order=(1, 2, 0), offsets={0: 0}), problem, hardware)
+    assert not judged.valid and kinds(judged) == {"edge"}
+    assert "FREE node 1 comes before its ALLOC node" in judged.violations[0].message
 
 
 def test_missing_offset_and_unknown_spill_buffer():
