@@ -89,6 +89,11 @@ _PARAMS = {
 }
 
 
+class Unorderable(Exception):
+    """The model's times admit no schedule (its precedences, pipe and reuse orders close a
+    cycle): :func:`solve_pipes` then reports no solution."""
+
+
 #: Most spills one window may add: those splitting the segments with the longest idle gaps.
 MAX_NEW_SPILLS = 8
 
@@ -330,7 +335,15 @@ def solve_pipes(
     address = {seg.start: solver.value(o) for seg, o in offsets.items()}
     times = {v: solver.value(x[v]) for v in timed}
     taken = {o.spill_out for o in options if solver.value(present[o.spill_out])}
-    solution = _respilled(instance, frame, incumbent, lo, hi, options, taken, address, times)
+    try:
+        solution = _respilled(instance, frame, incumbent, lo, hi, options, taken, address, times)
+    except Unorderable:
+        # Known gap (spills optional, ops that take no cycles): segments that touch at one
+        # cycle on a shared address while a zero-cycle path runs from the later one's start to
+        # the earlier one's end; no schedule realises the model's times. Not on the official
+        # cases (every op there takes cycles).
+        info["unorderable"] = 1
+        return Result(Status.UNKNOWN, bound=bound, runtime_s=time.monotonic() - started, info=info)
     return Result(
         status,
         solution=solution,
@@ -725,22 +738,40 @@ def _memory(
             model.add_no_overlap_2d(xs, ys)
     # NoOverlap2D lets a zero-width box sit anywhere; the simulation orders every segment on an
     # address before or after the others. So a box that may be flat is kept out of the others'
-    # time span on a shared address explicitly (touching is fine: it sorts first on a tie).
+    # time span on a shared address explicitly (touching is fine: it sorts first on a tie),
+    # unless one op uses both buffers inside both segments: then they are resident together
+    # and only other addresses will do.
+    segment_of = {id(entry): seg for seg, entry in box_of.items()}
+    for option in options:  # a new spill's halves share the ops of the segment they split
+        if option.index is None:
+            first, second = option.first, option.second
+            whole = replace(first, end=second.end)
+            segment_of[id(box_of[first])] = segment_of[id(box_of[second])] = whole
     for memory_boxes in placed.values():
         for i, (b0, b1, ba, bs, flat) in enumerate(memory_boxes):
             if not flat:
                 continue
             for j, (s0, s1, sa, ss, _) in enumerate(memory_boxes):
-                if j != i:
-                    model.add_bool_or(
-                        [
-                            _holds(model, b1 <= s0),
-                            _holds(model, s1 <= b0),
-                            _holds(model, ba + bs <= sa),
-                            _holds(model, sa + ss <= ba),
-                        ]
-                    )
+                if j == i:
+                    continue
+                apart = [_holds(model, ba + bs <= sa), _holds(model, sa + ss <= ba)]
+                pair = (segment_of.get(id(memory_boxes[i])), segment_of.get(id(memory_boxes[j])))
+                if not _share_an_op(instance, pair, pos):
+                    apart += [_holds(model, b1 <= s0), _holds(model, s1 <= b0)]
+                model.add_bool_or(apart)
     return offsets
+
+
+def _share_an_op(
+    instance: Instance, pair: tuple[Segment | None, Segment | None], pos: np.ndarray
+) -> bool:
+    """Whether one op uses both segments' buffers between each one's start and end (incumbent
+    positions)."""
+    first, second = pair
+    if first is None or second is None or first.buf_id == second.buf_id:
+        return False
+    shared = set(instance.buffers[first.buf_id].users) & set(instance.buffers[second.buf_id].users)
+    return any(all(pos[s.start] < pos[u] < pos[s.end] for s in (first, second)) for u in shared)
 
 
 def _clear_slots(
@@ -990,5 +1021,5 @@ def _topological(nodes: list[int], pred, key) -> list[int]:  # type: ignore[no-u
             if missing[w] == 0:
                 heapq.heappush(ready, (key(w), w))
     if len(out) != len(nodes):
-        raise AssertionError("window precedences must be acyclic")
+        raise Unorderable("window precedences must be acyclic")
     return out

@@ -14,7 +14,7 @@ from heuristics.placement import place
 from instances import bundled
 from models.pipes import frame, solve_pipes
 from solver.evaluate import evaluate
-from solver.hardware import DEFAULT_HARDWARE
+from solver.hardware import DEFAULT_HARDWARE, Hardware
 from solver.instance import Instance, load_instance, parse_instance
 from solver.result import Status
 from solver.solution import Solution, Spill
@@ -515,3 +515,90 @@ def test_a_dropped_spill_keeps_its_buffer_opened_before_it_closes():
     solution, judged = _full_with_room(inst, incumbent, 0)
     assert solution.spills == () and judged.makespan_cycles == 10
     assert solution.order.index(0) < solution.order.index(1)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_two_flat_segments_of_one_zero_cycle_op_never_share_an_address(seed):
+    """Found in review (older than the optional spills): OP0 takes no cycles and uses buffers
+    0 and 1, so both segments take no time; the flat-box rule let them share an address at the
+    same instant (touching counted as apart), and the window order had a cycle on seeds 0
+    and 4. Segments one op uses together now sit apart in address."""
+    inst = _graph(
+        {
+            2: ("OP0", "VECTOR", 0, [0, 1]),
+            5: ("OP2", "VECTOR", 67, []),
+            6: ("COPY_IN", "MTE2", 36, []),
+            8: ("OP4", "MTE2", 103, [2]),
+        },
+        {
+            0: (0, 0, "UB", 4),
+            1: (0, 1, "UB", 3),
+            3: (1, 0, "UB", 4),
+            4: (1, 1, "UB", 3),
+            7: (0, 2, "UB", 7),
+            9: (1, 2, "UB", 7),
+        },
+        [[0, 2], [1, 2], [2, 3], [2, 4], [0, 3], [1, 4], [2, 5], [6, 7], [7, 8], [8, 9], [7, 9]],
+    )
+    incumbent = Solution(order=(6, 7, 8, 9, 0, 1, 2, 3, 4, 5), offsets={0: 0, 1: 4, 2: 0})
+    timed = frame(inst, incumbent, HARDWARE)
+    assert timed is not None and timed.makespan == 206
+    full = solve_pipes(inst, timed, time_limit_s=5, seed=seed)
+    assert full.solution is not None
+    judged = evaluate(inst, full.solution, 3, HARDWARE)
+    assert judged.valid and judged.makespan_cycles == full.objective == 139
+
+
+def test_an_answer_no_schedule_realises_is_reported_not_raised():
+    """Found in review: with both spills dropped, buffer 5 (whose COPY_IN takes no cycles)
+    would open at cycle 702 on buffer 3's address just as buffer 3 closes, but a chain of
+    zero-cycle nodes (COPY_IN -> OP8 -> FREE of buffer 3) runs from the one to the other, so
+    no order realises the model's times. The model reports no solution instead of raising;
+    with the spills kept it answers as before."""
+    inst = tiny("zero_cycle_chain")
+    hardware = Hardware(
+        capacity={"L1": 10, "UB": 14, "L0A": 2, "L0B": 8, "L0C": 4},
+        alignment={"L1": 2, "L0B": 4, "L0C": 2},
+    )
+    incumbent = Solution(
+        order=(
+            2,
+            8,
+            10,
+            1,
+            5,
+            22,
+            15,
+            20,
+            16,
+            13,
+            23,
+            21,
+            18,
+            19,
+            11,
+            9,
+            7,
+            25,
+            24,
+            4,
+            12,
+            14,
+            0,
+            26,
+            6,
+            3,
+            17,
+        ),
+        offsets={0: 5, 1: 0, 2: 8, 3: 5, 4: 0, 5: 5},
+        spills=(Spill(3, 5), Spill(5, 5)),
+    )
+    timed = frame(inst, incumbent, hardware)
+    assert timed is not None and timed.makespan == 1300
+    kept = solve_pipes(inst, timed, time_limit_s=5)
+    assert kept.solution is not None and evaluate(inst, kept.solution, 3, hardware).valid
+    optional = solve_pipes(inst, timed, time_limit_s=5, traffic_room=0)
+    if optional.solution is None:
+        assert optional.info.get("unorderable") == 1
+    else:
+        assert evaluate(inst, optional.solution, 3, hardware).valid
