@@ -898,18 +898,19 @@ def _respilled(
     spills = [moved.spills[k] for k in keep]
     spills += [Spill(o.first.buf_id, address[o.spill_in]) for o in added]
     total = n + 2 * len(spills)
-    pred: list[list[int]] = [[] for _ in range(total)]
     pipe: list[str | None] = [None] * total
     cycles = [0] * total
     start = np.zeros(total, dtype=np.int64)
     for v, w in ids.items():
-        pred[w] = [ids[u] for u in frame.fixed_pred[v] if u in ids]
         pipe[w], cycles[w], start[w] = frame.pipe[v], frame.cycles[v], frame.start[v]
+    inside = [v for v in free if v in ids]
+    inside += [v for o in added for v in (o.spill_out, o.spill_in)]
+    window_nodes = [ids[v] for v in inside]
+    # Precedences are only read inside the window.
+    pred = {ids[v]: [ids[u] for u in frame.fixed_pred[v] if u in ids] for v in inside}
     for o in options:  # a dropped spill's two segments are one: it opens before it closes
-        if o.index in dropped:
+        if o.index in dropped and ids[o.second.end] in pred:
             pred[ids[o.second.end]].append(ids[o.first.start])
-    window_nodes = [ids[v] for v in free if v in ids]
-    window_nodes += [ids[v] for o in added for v in (o.spill_out, o.spill_in)]
     at = {ids[v]: t for v, t in times.items() if v in ids}
     kind = _kinds(instance, Solution(order=(), spills=tuple(spills)))
     # A first order of the window, for the segment pairing (ALLOC, SPILL_OUT, SPILL_IN, FREE in
@@ -929,7 +930,7 @@ def _window_order(
     solution: Solution,
     free: Sequence[int],
     times: Mapping[int, int],
-    fixed_pred: Sequence[Sequence[int]],
+    fixed_pred: Sequence[Sequence[int]] | Mapping[int, Sequence[int]],
     pipes: Sequence[str | None],
     cycles: Sequence[int],
     start: np.ndarray,
