@@ -114,6 +114,17 @@ def _n(value: object) -> str:
     return f"{value:,}" if isinstance(value, int) else "-" if value is None else str(value)
 
 
+def _ratio(row: dict, key: str) -> str:
+    """The makespan over one of the P3 bounds of a case row, ``-`` when either is missing."""
+    makespan, bound = row.get("makespan_cycles"), row.get(key)
+    return f"{makespan / bound:.3f}" if makespan and bound else "-"
+
+
+def _ratios(row: dict) -> str:
+    """Makespan over the full bound, then over the pipe load / critical path bound alone."""
+    return f"{_ratio(row, 'bound_cycles')} ({_ratio(row, 'bound_load_path_cycles')})"
+
+
 COLUMNS = {  # header: how to read it from a case row
     1: [
         ("P1 max V_stay", lambda c: _n(c["p1"]["max_v_stay_units"])),
@@ -132,6 +143,10 @@ COLUMNS = {  # header: how to read it from a case row
         (
             "P3 makespan (bound)",
             lambda c: f"{_n(c['p3']['makespan_cycles'])} ({_n(c['p3'].get('bound_cycles'))})",
+        ),
+        (
+            "P3 / bound (/ load or path)",
+            lambda c: _ratios(c["p3"]),
         ),
         ("P3 traffic", lambda c: _n(c["p3"]["extra_traffic_units"])),
         ("public P3", lambda c: _n(PUBLIC.get(c["case"], (None,) * 3)[2])),

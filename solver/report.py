@@ -60,6 +60,7 @@ def instance_summary(
             "p3_busiest_pipe": makespan.busiest_pipe if makespan.pipe_loads else None,
             "p3_max_pipe_load_cycles": max(makespan.pipe_loads.values(), default=0),
             "p3_critical_path_cycles": makespan.critical_path_cycles,
+            "p3_head_tail_cycles": dict(makespan.head_tail_cycles),
             "p3_cycles": makespan.cycles,
         },
     }
@@ -86,7 +87,8 @@ def format_instance_summary(summary: dict[str, Any]) -> str:
         f"P1 bound: max V_stay >= {b['p1_units']:,} (op-local {b['p1_op_local_units']:,}, "
         f"forced-live {b['p1_forced_live_units']:,}, grid {b['p1_grid_units']:,})",
         f"P3 bound: makespan >= {b['p3_cycles']:,} (max pipe load {b['p3_max_pipe_load_cycles']:,} "
-        f"on {b['p3_busiest_pipe']}, critical path {b['p3_critical_path_cycles']:,})",
+        f"on {b['p3_busiest_pipe']}, critical path {b['p3_critical_path_cycles']:,}, "
+        f"heads and tails {max(b['p3_head_tail_cycles'].values(), default=0):,})",
     ]
     return "\n".join(lines)
 
@@ -118,6 +120,7 @@ def evaluation_dict(
         )
         if makespan is not None and evaluation.makespan_cycles is not None:
             data["makespan_bound_cycles"] = makespan.cycles
+            data["makespan_load_path_cycles"] = makespan.load_path_cycles
             data["gap"] = gap(evaluation.makespan_cycles, makespan.cycles)
     return data
 
@@ -144,7 +147,8 @@ def format_evaluation(
         line = f"makespan: {e.makespan_cycles:,} cycles"
         if makespan is not None:
             line += (
-                f" (bound {makespan.cycles:,}, gap {_pct(gap(e.makespan_cycles, makespan.cycles))})"
+                f" (bound {makespan.cycles:,}, gap {_pct(gap(e.makespan_cycles, makespan.cycles))};"
+                f" pipe load / critical path alone {makespan.load_path_cycles:,})"
             )
         lines.append(line)
         lines.append(
@@ -205,6 +209,7 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
                 row.update(_lns_stats(result.p2_lns))
             if problem == 3 and result.p3_bound is not None:
                 row["bound_cycles"] = result.p3_bound.cycles
+                row["bound_load_path_cycles"] = result.p3_bound.load_path_cycles
                 row["gap"] = gap(e.makespan_cycles or 0, result.p3_bound.cycles)
                 row["frontier"] = [
                     {"extra_traffic_units": t, "makespan_cycles": m} for t, m in result.frontier

@@ -18,13 +18,16 @@ from solver.bounds import (
     TrafficBound,
     block_lines,
     critical_path,
+    earliest_starts,
     forced_live_units,
     grid_bound,
     makespan_bound,
     op_local_bound,
     order_bound,
     peak_ops,
+    preemptive_one_pipe,
     relaxed_instance,
+    solution_graph,
     traffic_bound,
 )
 from solver.evaluate import evaluate, evaluate_order
@@ -122,6 +125,89 @@ def test_makespan_bound_holds_for_valid_solutions(case):
     result = evaluate(inst, sol, 2, HARDWARE)
     if result.valid:
         assert result.makespan_cycles >= makespan_bound(inst, sol).cycles
+
+
+def test_head_tail_bound_two_pipes():
+    """two_pipes: both VECTOR ops wait for a COPY_IN (10), so VECTOR's 40 cycles end at 50 at
+    the earliest, the optimum the pipe model proves (tests/models); load and path give 40."""
+    bound = makespan_bound(tiny("two_pipes"))
+    assert bound.load_path_cycles == 40
+    assert bound.head_tail_cycles["VECTOR"] == 50
+    assert bound.cycles == 50
+
+
+JOIN = {
+    "Nodes": [
+        {"Id": 0, "Op": "ALLOC", "BufId": 0, "Size": 10, "Type": "UB"},
+        {"Id": 1, "Op": "ALLOC", "BufId": 1, "Size": 10, "Type": "UB"},
+        {"Id": 2, "Op": "ALLOC", "BufId": 2, "Size": 10, "Type": "UB"},
+        {"Id": 3, "Op": "COPY_IN", "Pipe": "MTE2", "Cycles": 10, "Bufs": [0]},
+        {"Id": 4, "Op": "COPY_IN", "Pipe": "MTE2", "Cycles": 10, "Bufs": [1]},
+        {"Id": 5, "Op": "ADD", "Pipe": "VECTOR", "Cycles": 5, "Bufs": [2, 0, 1]},
+        {"Id": 6, "Op": "COPY_OUT", "Pipe": "MTE3", "Cycles": 7, "Bufs": [2]},
+        {"Id": 7, "Op": "FREE", "BufId": 0, "Size": 10, "Type": "UB"},
+        {"Id": 8, "Op": "FREE", "BufId": 1, "Size": 10, "Type": "UB"},
+        {"Id": 9, "Op": "FREE", "BufId": 2, "Size": 10, "Type": "UB"},
+    ],
+    "Edges": [[0, 3], [1, 4], [2, 5], [3, 5], [4, 5], [5, 6], [5, 7], [5, 8], [6, 9]],
+}
+
+
+def test_heads_count_the_ancestors_on_one_pipe():
+    """Two COPY_INs (10 each, one MTE2) feed the ADD: it starts at 20, not at 10 as the longest
+    path says, and its COPY_OUT ends at 32. Load and path give max(20, 10 + 5 + 7) = 22; the
+    evaluator's makespan of the only order shape is 32, so the bound is exact here."""
+    inst = reparse(JOIN)
+    order, pred, cycles, pipe = solution_graph(inst, None)
+    assert earliest_starts(order, pred, cycles, pipe)[5:7] == [20, 25]
+    bound = makespan_bound(inst)
+    assert (bound.load_path_cycles, bound.cycles) == (22, 32)
+    solution = Solution(order=tuple(range(10)), offsets={0: 0, 1: 10, 2: 20})
+    assert evaluate(inst, solution, 2, HARDWARE).makespan_cycles == 32
+
+
+JOBS = st.lists(
+    st.tuples(st.integers(0, 30), st.integers(1, 12), st.integers(0, 30)), min_size=1, max_size=6
+)
+
+
+@given(JOBS)
+def test_preemptive_one_pipe_between_simple_bounds_and_the_optimum(jobs):
+    """Jackson's preemptive schedule is no longer than the best non-preemptive sequence (it is a
+    relaxation) and no shorter than the one-job and whole-set bounds."""
+    best = min(
+        max(end + tail for end, tail in _sequence(perm)) for perm in itertools.permutations(jobs)
+    )
+    whole = min(h for h, _, _ in jobs) + sum(p for _, p, _ in jobs) + min(q for _, _, q in jobs)
+    one = max(h + p + q for h, p, q in jobs)
+    assert max(whole, one) <= preemptive_one_pipe(jobs) <= best
+
+
+def _sequence(jobs):
+    t = 0
+    for head, cycles, tail in jobs:
+        t = max(t, head) + cycles
+        yield t, tail
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(placements(disjoint=True))
+def test_heads_and_tails_hold_for_valid_solutions(case):
+    """Every node starts no earlier than its head and ends no later than the makespan minus its
+    tail, on the evaluator's timing of any valid solution."""
+    inst, sol = case
+    result = evaluate(inst, sol, 2, HARDWARE)
+    if not result.valid:
+        return
+    order, pred, cycles, pipe = solution_graph(inst, sol)
+    succ = [[] for _ in pred]
+    for v, ps in enumerate(pred):
+        for u in ps:
+            succ[u].append(v)
+    heads = np.asarray(earliest_starts(order, pred, cycles, pipe))
+    tails = np.asarray(earliest_starts(order[::-1], succ, cycles, pipe))
+    assert (heads <= result.start_cycles).all()
+    assert (result.end_cycles + tails <= result.makespan_cycles).all()
 
 
 def test_traffic_bound_by_hand():
