@@ -53,9 +53,11 @@ from heuristics.ordering import OrderingParams, order_heuristic
 from heuristics.pipes import compact, justify
 from heuristics.placement import PLACEMENT_POLICIES, PlacementError, place
 from heuristics.prefetch import release_earlier
+from heuristics.streams import grouped_op_order, stream_of
 from heuristics.traversal import (
     TraversalParams,
     cluster_units_for,
+    estimate_traffic,
     evaluations_for,
     search_traversal,
 )
@@ -134,6 +136,11 @@ TRAVERSAL_SHARE = 0.15
 #: (results/2026-11-23_conv0-seeds); three runs, each order placed, gave 43,010 with seed 0
 #: (results/2026-11-23_pipeline-600s-traversals).
 TRAVERSAL_RUNS = 3
+#: Stream-grouped Problem 2 orders (heuristics.streams): group sizes tried (and all streams at
+#: once), and how many of them, lowest estimated traffic first, go on to placement when they
+#: beat every other order's estimate. On FlashAttention_Case1 groups of 2 estimate 16,384
+#: (the placement agrees) against 30,000 and more for the Problem 1 and traversal orders.
+STREAM_GROUPS, STREAM_ORDERS = (1, 2, 3, 4, 5, 6, 8), 2
 #: Problem 2 refinement: budget and deadline.
 P2_WORK, P2_DEADLINE = 0.03, 0.75
 #: The full placement model runs first (on the Problem 2 refinement's budget; LNS gets what it
@@ -413,6 +420,7 @@ def _pipeline(
     for traversal in reversed(traversals):
         if traversal not in (o for _, o in orders):
             orders.insert(0, ("traversal", traversal))
+    orders[:0] = _stream_orders(instance, options, orders, report)
     # Each candidate is a whole-graph pass (place, compact, evaluate twice); the next one
     # starts only if it fits before the Problem 2 deadline too, leaving Problem 3 its share.
     p2_deadline = started + P2_DEADLINE * options.time_limit_s
@@ -1019,6 +1027,51 @@ def _search_traversal(
         except ValueError:
             continue  # no schedule keeps the order (single residency): not a candidate
     return orders
+
+
+def _stream_orders(
+    instance: Instance,
+    options: SolveOptions,
+    orders: Sequence[tuple[str, tuple[int, ...]]],
+    report: Callable[[str, str], None],
+) -> list[tuple[str, tuple[int, ...]]]:
+    """Stream-grouped orders (:mod:`heuristics.streams`) from the Problem 1 orders and the
+    topological one, ``STREAM_GROUPS`` at a time: the ``STREAM_ORDERS`` of least estimated
+    traffic (:func:`heuristics.traversal.estimate_traffic`) that beat every order in
+    ``orders``. None when the graph is one stream."""
+    streams = stream_of(instance)
+    count = len(set(streams.values()))
+    if count < 2:
+        return []
+    hardware = options.hardware
+    to_beat = min(
+        (estimate_traffic(instance, op_order_of(instance, o), hardware) for _, o in orders),
+        default=None,
+    )
+    bases = [(m, o) for m, o in orders if m != "traversal"][:1]
+    bases.append(("topological", instance.topological_order))
+    found: list[tuple[int, str, tuple[int, ...]]] = []
+    for name, order in bases:
+        base = op_order_of(instance, order)
+        for size in sorted({g for g in STREAM_GROUPS if g < count} | {count}):
+            try:
+                op_order = grouped_op_order(instance, base, streams, size)
+            except ValueError:
+                continue  # a COPY_IN waits for a stream op of a later group
+            estimate = estimate_traffic(instance, op_order, hardware)
+            if to_beat is None or estimate < to_beat:
+                found.append((estimate, f"streams{size}-{name}", op_order))
+    found.sort(key=lambda f: f[0])
+    kept: list[tuple[str, tuple[int, ...]]] = []
+    for estimate, method, op_order in found:
+        try:
+            order = schedule_from_op_order(instance, op_order)
+        except ValueError:
+            continue
+        if len(kept) < STREAM_ORDERS and order not in (o for _, o in kept):
+            kept.append((method, order))
+            report("P2-order", f"{method}: estimated traffic {estimate:,} ({count} streams)")
+    return kept
 
 
 def _place_and_compact(
