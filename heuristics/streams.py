@@ -63,6 +63,8 @@ def grouped_op_order(
     """
     if group_size < 1:
         raise ValueError(f"group_size must be at least 1, not {group_size}")
+    if len(base) != len(instance.op_ids) or set(base) != set(instance.op_ids):
+        raise ValueError("the base order must hold every op once")
     position = {v: i for i, v in enumerate(base)}
     rank: dict[int, int] = {}
     for v in base:
