@@ -140,7 +140,7 @@ TRAVERSAL_RUNS = 3
 #: once), and how many of them, lowest estimated traffic first, go on to placement when they
 #: beat every other order's estimate. On FlashAttention_Case1 groups of 2 estimate 16,384
 #: (the placement agrees) against 30,000 and more for the Problem 1 and traversal orders.
-STREAM_GROUPS, STREAM_ORDERS = (1, 2, 3, 4, 5, 6, 8), 2
+STREAM_GROUPS, STREAM_ORDERS = (1, 2, 3, 4, 5, 6, 8), 3
 #: Problem 2 refinement: budget and deadline.
 P2_WORK, P2_DEADLINE = 0.03, 0.75
 #: The full placement model runs first (on the Problem 2 refinement's budget; LNS gets what it
@@ -1035,10 +1035,11 @@ def _stream_orders(
     orders: Sequence[tuple[str, tuple[int, ...]]],
     report: Callable[[str, str], None],
 ) -> list[tuple[str, tuple[int, ...]]]:
-    """Stream-grouped orders (:mod:`heuristics.streams`) from the Problem 1 orders and the
-    topological one, ``STREAM_GROUPS`` at a time: the ``STREAM_ORDERS`` of least estimated
-    traffic (:func:`heuristics.traversal.estimate_traffic`) that beat every order in
-    ``orders``. None when the graph is one stream."""
+    """Stream-grouped orders (:mod:`heuristics.streams`) from the Problem 1 orders (the list
+    scheduler's and the refined one) and the topological one, ``STREAM_GROUPS`` streams at a
+    time: the ``STREAM_ORDERS`` of least estimated traffic
+    (:func:`heuristics.traversal.estimate_traffic`) that beat every order in ``orders``. None
+    when the graph is one stream."""
     streams = stream_of(instance)
     count = len(set(streams.values()))
     if count < 2:
@@ -1048,7 +1049,7 @@ def _stream_orders(
         (estimate_traffic(instance, op_order_of(instance, o), hardware) for _, o in orders),
         default=None,
     )
-    bases = [(m, o) for m, o in orders if m != "traversal"][:1]
+    bases = [(m, o) for m, o in orders if m != "traversal"]
     bases.append(("topological", instance.topological_order))
     found: list[tuple[int, str, tuple[int, ...]]] = []
     for name, order in bases:
