@@ -15,13 +15,20 @@ first reaches them; inside a group the ops keep the base order (so the group's s
 interleave as they did there), and every COPY_IN goes right before its first user. The
 placement heuristics then decide what to reload. Measured on FlashAttention_Case1 (8 streams)
 from the Problem 1 order: groups of 2 give 16,384 units of traffic, against 33,536 one row at a
-time and 22,824 in groups of 4. Pure Python.
+time and 22,824 in groups of 4.
+
+Putting each COPY_IN right before its first user is the cheapest for memory and the worst for
+time: the load cannot overlap the work before it. :func:`hoist_loads` moves every COPY_IN as
+far up as the traffic estimate allows. On FlashAttention_Case1 in groups of 2 it cuts the
+placed order's makespan from 131,516 to 128,328 at the same 16,384 units. Pure Python.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from heuristics.traversal import estimate_traffic
+from solver.hardware import Hardware
 from solver.instance import Instance
 from solver.solution import op_successors
 
@@ -92,4 +99,41 @@ def grouped_op_order(
         if any(w not in done for w in after[v]):
             raise ValueError(f"op {v} would run after an op that needs it")
         done.add(v)
+    return tuple(order)
+
+
+def hoist_loads(
+    instance: Instance,
+    op_order: Sequence[int],
+    hardware: Hardware,
+    max_lead: int = 256,
+    max_estimates: int | None = None,
+) -> tuple[int, ...]:
+    """``op_order`` with each COPY_IN moved up, by up to ``max_lead`` ops, as far as
+    :func:`heuristics.traversal.estimate_traffic` stays at most the order's estimate.
+
+    COPY_INs go in order; each tries ``max_lead`` ops earlier (never above its own
+    predecessors), then half as far, down to one, and keeps the first that costs no estimated
+    traffic. ``max_estimates`` caps the estimates computed (the rest keep their place).
+    """
+    order = list(op_order)
+    after = op_successors(instance)
+    before: dict[int, list[int]] = {v: [] for v in order}
+    for v in order:
+        for w in after[v]:
+            before[w].append(v)
+    budget = estimate_traffic(instance, order, hardware)
+    spent = 0
+    for load in [v for v in order if instance.nodes[v].op == "COPY_IN"]:
+        at = order.index(load)
+        position = {v: i for i, v in enumerate(order[:at])}
+        floor = max((position[u] + 1 for u in before[load]), default=0)
+        lead = min(max_lead, at - floor)
+        while lead >= 1 and (max_estimates is None or spent < max_estimates):
+            trial = order[: at - lead] + [load] + order[at - lead : at] + order[at + 1 :]
+            spent += 1
+            if estimate_traffic(instance, trial, hardware) <= budget:
+                order = trial
+                break
+            lead //= 2
     return tuple(order)
