@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heuristics.placement import place
-from heuristics.streams import grouped_op_order, stream_of
+from heuristics.streams import grouped_op_order, hoist_loads, stream_of
 from heuristics.traversal import estimate_traffic
 from instances.generator import generate
 from solver.evaluate import evaluate
@@ -16,7 +16,7 @@ from solver.instance import parse_instance
 from solver.solution import op_order_of, op_successors, schedule_from_op_order
 
 from helpers import official
-from strategies import instances, random_topological_order
+from strategies import HARDWARE, instances, random_topological_order
 
 
 def _flash(rows: int, cols: int):
@@ -123,3 +123,38 @@ def test_flashattention_case1_groups_of_two():
         for size in (2, 8)
     }
     assert 2 * estimate[2] < estimate[8]
+
+
+def _ops_before(order, v, streams):
+    """Stream ops ahead of ``v`` in ``order``."""
+    return sum(1 for u in order[: order.index(v)] if u in streams)
+
+
+def test_hoisting_moves_loads_up_at_the_same_estimate():
+    """4x4 FlashAttention in groups of two: COPY_INs move up (none down), the other ops keep
+    their order, and the estimated traffic does not grow."""
+    inst = _flash(4, 4)
+    streams = stream_of(inst)
+    grouped = grouped_op_order(inst, _round_robin(inst, streams), streams, 2)
+    hoisted = hoist_loads(inst, grouped, DEFAULT_HARDWARE)
+    assert sorted(hoisted) == sorted(grouped)
+    assert [v for v in hoisted if v in streams] == [v for v in grouped if v in streams]
+    loads = [v for v in grouped if v not in streams]
+    ahead = [(_ops_before(hoisted, v, streams), _ops_before(grouped, v, streams)) for v in loads]
+    assert all(now <= before for now, before in ahead)
+    assert any(now < before for now, before in ahead)
+    budget = estimate_traffic(inst, grouped, DEFAULT_HARDWARE)
+    assert estimate_traffic(inst, hoisted, DEFAULT_HARDWARE) <= budget
+    assert hoist_loads(inst, grouped, DEFAULT_HARDWARE, max_estimates=0) == grouped
+
+
+@given(instances(), st.data())
+def test_hoisted_orders_respect_the_graph(inst, data):
+    base = op_order_of(inst, random_topological_order(data.draw, inst))
+    hoisted = hoist_loads(inst, base, HARDWARE, max_lead=data.draw(st.integers(1, 40)))
+    assert sorted(hoisted) == sorted(base)
+    assert estimate_traffic(inst, hoisted, HARDWARE) <= estimate_traffic(inst, base, HARDWARE)
+    order = schedule_from_op_order(inst, hoisted)
+    assert op_order_of(inst, order) == hoisted
+    at = {v: i for i, v in enumerate(order)}
+    assert all(at[a] < at[b] for a, b in inst.edges)
