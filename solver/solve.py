@@ -1067,24 +1067,28 @@ def _stream_orders(
             if to_beat is None or estimate < to_beat:
                 found.append((estimate, f"streams{size}-{name}", op_order))
     found.sort(key=lambda f: f[0])
-    kept: list[tuple[str, tuple[int, ...]]] = []
+    kept: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = []  # method, ops, schedule
     for estimate, method, op_order in found:
-        try:
-            order = schedule_from_op_order(instance, op_order)
-        except ValueError:
+        if len(kept) == STREAM_ORDERS:
+            break
+        if op_order in (ops for _, ops, _ in kept):
             continue
-        if len(kept) < STREAM_ORDERS and order not in (o for _, o in kept):
-            kept.append((method, order))
-            report("P2-order", f"{method}: estimated traffic {estimate:,} ({count} streams)")
+        try:
+            kept.append((method, op_order, schedule_from_op_order(instance, op_order)))
+        except ValueError:
+            continue  # the order leaves a node unscheduled
+        report("P2-order", f"{method}: estimated traffic {estimate:,} ({count} streams)")
     # The same orders with their COPY_INs as early as the estimate allows, placed first.
-    estimates = evaluations_for(instance, HOIST_SHARE * options.work_s)
+    estimates = evaluations_for(instance, HOIST_SHARE * options.work_s) // max(len(kept), 1)
     hoisted: list[tuple[str, tuple[int, ...]]] = []
-    for method, order in kept:
-        ops = op_order_of(instance, order)
-        early = hoist_loads(instance, ops, hardware, max_estimates=estimates // len(kept))
+    for method, ops, _ in kept:
+        early = hoist_loads(instance, ops, hardware, max_estimates=estimates)
         if early != ops:
-            hoisted.append((f"{method}-hoisted", schedule_from_op_order(instance, early)))
-    return hoisted + kept
+            try:
+                hoisted.append((f"{method}-hoisted", schedule_from_op_order(instance, early)))
+            except ValueError:
+                continue
+    return hoisted + [(method, order) for method, _, order in kept]
 
 
 def _place_and_compact(
