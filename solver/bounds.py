@@ -528,7 +528,16 @@ def critical_path(instance: Instance, solution: Solution | None = None) -> int:
     With a solution, its schedule must be a permutation of all ``N + 2K`` nodes that respects the
     spill edges (as for any valid solution): the longest path is then found along the schedule.
     """
-    order, pred, cycles, _ = solution_graph(instance, solution)
+    return _longest_path(*solution_graph(instance, solution))
+
+
+def _longest_path(
+    order: Sequence[int],
+    pred: Sequence[Sequence[int]],
+    cycles: Sequence[int],
+    pipe: Sequence[str | None],
+) -> int:
+    """:func:`critical_path` of a :func:`solution_graph`."""
     finish = [0] * len(cycles)
     for v in order:
         start = max((finish[u] for u in pred[v]), default=0)
@@ -611,13 +620,22 @@ def head_tail_bounds(instance: Instance, solution: Solution | None = None) -> di
     """Per pipe, the makespan bound of its ops with their heads and tails
     (:func:`earliest_starts` forwards and backwards, then :func:`preemptive_one_pipe`); with a
     solution's spill nodes and edges when given, as :func:`critical_path`."""
-    order, pred, cycles, pipe = solution_graph(instance, solution)
+    return _head_tail(*solution_graph(instance, solution))
+
+
+def _head_tail(
+    order: Sequence[int],
+    pred: Sequence[Sequence[int]],
+    cycles: Sequence[int],
+    pipe: Sequence[str | None],
+) -> dict[str, int]:
+    """:func:`head_tail_bounds` of a :func:`solution_graph`."""
     succ: list[list[int]] = [[] for _ in pred]
     for v, ps in enumerate(pred):
         for u in ps:
             succ[u].append(v)
     heads = earliest_starts(order, pred, cycles, pipe)
-    tails = earliest_starts(order[::-1], succ, cycles, pipe)
+    tails = earliest_starts(list(reversed(order)), succ, cycles, pipe)
     jobs: dict[str, list[tuple[int, int, int]]] = {}
     for v, name in enumerate(pipe):
         if name is not None and cycles[v] > 0:
@@ -663,8 +681,5 @@ class MakespanBound:
 
 def makespan_bound(instance: Instance, solution: Solution | None = None) -> MakespanBound:
     """Makespan lower bound of the instance, or of a solution's spill decisions when given."""
-    return MakespanBound(
-        pipe_loads(instance, solution),
-        critical_path(instance, solution),
-        head_tail_bounds(instance, solution),
-    )
+    graph = solution_graph(instance, solution)  # built once for both walks
+    return MakespanBound(pipe_loads(instance, solution), _longest_path(*graph), _head_tail(*graph))

@@ -1087,11 +1087,13 @@ def _stream_orders(
     tries = len(kept) * len(HOIST_LEADS)
     estimates = evaluations_for(instance, HOIST_SHARE * options.work_s) // max(tries, 1)
     hoisted: list[tuple[str, tuple[int, ...]]] = []
+    seen = {ops for _, ops, _ in kept}
     for method, ops, _ in kept:
         for lead in HOIST_LEADS:
             early = hoist_loads(instance, ops, hardware, lead, max_estimates=estimates)
-            if early == ops or early in (op_order_of(instance, o) for _, o in hoisted):
+            if early in seen:
                 continue
+            seen.add(early)
             try:
                 order = schedule_from_op_order(instance, early)
             except ValueError:
