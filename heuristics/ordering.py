@@ -397,12 +397,29 @@ def program_rank(instance: Instance) -> np.ndarray:
 
 @dataclass(frozen=True)
 class OrderingRun:
-    """One run of the scheduler: its policy, noise seed and what the evaluator said."""
+    """One run of the scheduler: its policy, whether its rank was perturbed, the rank it
+    started from (``program``: node ids; else an order generator's name) and what the
+    evaluator said."""
 
     policy: str
     noisy: bool
     solution: Solution
     evaluation: Evaluation
+    start: str = "program"
+
+    @property
+    def name(self) -> str:
+        """``list-<policy>``, with ``@<start>`` when the rank came from a generator."""
+        return f"list-{self.policy}" + ("" if self.start == "program" else f"@{self.start}")
+
+
+def rank_of(instance: Instance, op_order: Sequence[int]) -> np.ndarray:
+    """A list-scheduler rank from an op order: each op's position (buffer nodes, which the
+    scheduler emits with their ops, last)."""
+    rank = np.full(instance.n_nodes, float(instance.n_nodes))
+    for position, v in enumerate(op_order):
+        rank[v] = position
+    return rank
 
 
 def order_heuristic(
@@ -410,6 +427,7 @@ def order_heuristic(
     rng: np.random.Generator,
     params: OrderingParams | None = None,
     deadline: float | None = None,
+    starts: Sequence[tuple[str, Sequence[int]]] = (),
 ) -> list[OrderingRun]:
     """Run the list scheduler with each policy and with randomised restarts.
 
@@ -423,6 +441,9 @@ def order_heuristic(
         Policies, number of restarts and noise.
     deadline
         ``time.monotonic()`` value after which no new run starts (the plain runs always do).
+    starts
+        Named op orders (the order generators' portfolio) run as ranks with every policy,
+        after the node-id rank; restarts perturb the rank of the best plain run.
 
     Returns
     -------
@@ -430,22 +451,40 @@ def order_heuristic(
         Every run that produced an order, best first by (validity, ``max V_stay``).
     """
     params = params or OrderingParams()
-    base = program_rank(instance)
-    plan = [(policy, False) for policy in params.policies]
-    plan += [(params.policies[i % len(params.policies)], True) for i in range(params.restarts)]
+    ranks = [("program", program_rank(instance))]
+    ranks += [(name, rank_of(instance, order)) for name, order in starts]
     runs: list[OrderingRun] = []
-    for i, (policy, noisy) in enumerate(plan):
-        if noisy and deadline is not None and time.monotonic() > deadline:
+    for start, rank in ranks:
+        for policy in params.policies:
+            run = _run(instance, policy, rank, start, noisy=False)
+            if run is not None:
+                runs.append(run)
+    runs.sort(key=_ranking)
+    base = dict(ranks)[runs[0].start] if runs else ranks[0][1]
+    for i in range(params.restarts):
+        if deadline is not None and time.monotonic() > deadline:
             break
-        rank = base + rng.normal(0.0, params.noise, size=len(base)) if noisy else base
-        order = list_schedule(instance, policy, rank)
-        if order is None:
-            continue
-        solution = Solution(order=tuple(order))
-        runs.append(OrderingRun(policy, noisy, solution, evaluate_order(instance, solution.order)))
-        del i
-    runs.sort(key=lambda r: (not r.evaluation.valid, r.evaluation.max_v_stay_units or 0))
+        policy = params.policies[i % len(params.policies)]
+        rank = base + rng.normal(0.0, params.noise, size=len(base))
+        run = _run(instance, policy, rank, runs[0].start if runs else "program", noisy=True)
+        if run is not None:
+            runs.append(run)
+    runs.sort(key=_ranking)
     return runs
+
+
+def _run(
+    instance: Instance, policy: str, rank: np.ndarray, start: str, noisy: bool
+) -> OrderingRun | None:
+    order = list_schedule(instance, policy, rank)
+    if order is None:
+        return None
+    solution = Solution(order=tuple(order))
+    return OrderingRun(policy, noisy, solution, evaluate_order(instance, solution.order), start)
+
+
+def _ranking(run: OrderingRun) -> tuple[bool, int]:
+    return (not run.evaluation.valid, run.evaluation.max_v_stay_units or 0)
 
 
 def best_order(
