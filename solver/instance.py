@@ -538,6 +538,62 @@ def _describe(exc: ValidationError, data: Mapping[str, Any]) -> str:
     return " ".join(text.split())
 
 
+def graph_data(instance: Instance) -> dict[str, Any]:
+    """The instance as JSON-ready data (``{"Nodes": [...], "Edges": [...]}``, fields by their
+    file names), nodes in id order and edges deduplicated."""
+    return {
+        "Nodes": [
+            {
+                k: list(v) if isinstance(v, tuple) else v
+                for k, v in n.model_dump(by_alias=True).items()
+            }
+            for n in instance.nodes
+        ],
+        "Edges": [[a, b] for a, after in enumerate(instance.successors) for b in after],
+    }
+
+
+def relabel(
+    instance: Instance,
+    nodes: Sequence[int],
+    buffer_ids: Mapping[int, int],
+    name: str,
+    sort_bufs: bool = False,
+) -> Instance:
+    """The graph on ``nodes`` (old ids, listed in their new id order: node ``nodes[i]`` becomes
+    ``i``; a subset keeps the edges among its nodes) with BufIds renamed by ``buffer_ids``,
+    validated again. With ``sort_bufs`` each op lists its buffers by new BufId."""
+    new_id = {v: i for i, v in enumerate(nodes)}
+    data: list[dict[str, Any]] = []
+    for v in nodes:
+        node = instance.nodes[v]
+        if isinstance(node, OpNode):
+            bufs = [buffer_ids[b] for b in node.bufs]
+            data.append(
+                {
+                    "Id": new_id[v],
+                    "Op": node.op,
+                    "Pipe": node.pipe,
+                    "Cycles": node.cycles,
+                    "Bufs": sorted(bufs) if sort_bufs else bufs,
+                }
+            )
+        else:
+            data.append(
+                {
+                    "Id": new_id[v],
+                    "Op": node.op,
+                    "BufId": buffer_ids[node.buf_id],
+                    "Size": node.size_units,
+                    "Type": node.memory,
+                }
+            )
+    edges = sorted(
+        (new_id[a], new_id[b]) for a in nodes for b in instance.successors[a] if b in new_id
+    )
+    return Instance.model_validate({"Nodes": data, "Edges": [list(e) for e in edges], "name": name})
+
+
 def case_name(path: str | Path) -> str:
     """Case name of a graph file: its stem, without a ``_Nodes``/``_Edges`` CSV suffix."""
     stem = Path(path).stem
