@@ -216,6 +216,8 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
                 ]
                 row.update(_lns_stats(result.p3_lns))
         data[f"p{problem}"] = row
+    if result.parts:
+        data["parts"] = result.parts
     return data
 
 

@@ -41,6 +41,7 @@ from typing import Literal
 import numpy as np
 
 from heuristics.compaction import Compactor, compact_order, descend, moves_for
+from heuristics.generators import GENERATORS, Structure, generator_runs
 from heuristics.neighbourhoods import (
     Reorder,
     ordering_neighbourhoods,
@@ -75,10 +76,12 @@ from solver.bounds import (
     relaxed_instance,
     traffic_bound,
 )
+from solver.canonical import Canonical, canonicalize
 from solver.evaluate import Evaluation, ReuseRule, evaluate, evaluate_order
 from solver.hardware import DEFAULT_HARDWARE, Hardware
 from solver.instance import Instance
 from solver.lns import LnsParams, LnsResult, Repaired, Step, run_lns
+from solver.parts import Part, in_sequence, side_by_side, split
 from solver.result import Status
 from solver.solution import Solution, op_order_of, schedule_from_op_order
 
@@ -179,6 +182,13 @@ P3_LNS = LnsParams(initial_window=80, min_window=20, max_window=2000, step_time_
 #: 6 and prove 6,912 (optimal); 48 do not close in 20.
 RELAXED_SHARE = 0.1
 RELAXED_OPS = (16, 24, 32, 40, 48, 64)
+#: Share of the limit kept for putting independent parts together (solver.parts): the
+#: parts' answers are re-sequenced for the pipes as a whole.
+COMPOSE_SHARE = 0.05
+#: Order generators (heuristics.generators) for the Problem 1 portfolio: their share of the
+#: limit (as a run count, heuristics.generators.generator_runs) and the tie-break variants
+#: tried of each.
+PORTFOLIO_SHARE, PORTFOLIO_VARIANTS = 0.05, 4
 #: The full ordering model runs for a bound only up to this many ops (beyond, its bound is the
 #: trivial one; FINDINGS).
 FULL_MODEL_OPS = 400
@@ -262,6 +272,8 @@ class CaseResult:
     frontier: list[tuple[int, int]] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)  # valid Problem 2/3 answers seen
     interrupted: str | None = None  # what stopped the run early, if anything
+    #: For a graph of independent parts (:mod:`solver.parts`): each part's own line.
+    parts: list[dict[str, object]] = field(default_factory=list)
     runtime_s: float = 0.0
     stage_s: dict[str, float] = field(default_factory=dict)
     #: (seconds since the start, problem, value) each time an answer improved.
@@ -307,10 +319,148 @@ def solve_instance(
 ) -> CaseResult:
     """Run the pipeline on one instance (see the module docstring).
 
+    The instance is solved under canonical names (:mod:`solver.canonical`), so that its node
+    ids and BufIds decide nothing; the answers come back in the user's ids.
+
     An interrupt (``KeyboardInterrupt``, or :class:`Interrupted` from a SIGTERM handler) ends
     the run early: the result then holds the best answers found so far (every one judged by
     the evaluator) and ``interrupted`` names the cause.
     """
+    began = time.monotonic()
+    parts = split(instance)
+    if len(parts) > 1:
+        return _solve_parts(instance, parts, options, progress)
+    try:
+        canonical = canonicalize(instance)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        result = CaseResult(instance.name, order_bound(instance), makespan_bound(instance))
+        result.interrupted = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        return result
+    spent = options.spent_s + time.monotonic() - began
+    named = _solve_named(canonical.instance, replace(options, spent_s=spent), progress, canonical)
+    try:
+        return _restored(named, canonical)
+    except (KeyboardInterrupt, Interrupted) as exc:  # the answers are kept all the same
+        named.interrupted = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        return _restored(named, canonical)
+
+
+def _solve_parts(
+    instance: Instance, parts: Sequence[Part], options: SolveOptions, progress: ProgressFn | None
+) -> CaseResult:
+    """Each part (:mod:`solver.parts`) solved on its own for its share of the limit (by node
+    count), the answers then put one after another; for Problems 2 and 3 the parts' addresses
+    also side by side where memory allows, re-sequenced for the pipes, the faster kept."""
+    started = time.monotonic() - options.spent_s
+    usable = max(options.time_limit_s - options.spent_s, 0.0) * (1.0 - COMPOSE_SHARE)
+    total = sum(part.instance.n_nodes for part in parts)
+    solved: list[CaseResult] = []
+    interrupted: str | None = None
+    for part in parts:
+        share = usable * part.instance.n_nodes / total
+        sub = solve_instance(
+            part.instance, replace(options, time_limit_s=share, spent_s=0.0), progress
+        )
+        solved.append(sub)
+        if sub.interrupted:
+            interrupted = sub.interrupted
+            break
+    result = CaseResult(instance.name, order_bound(instance), makespan_bound(instance))
+    result.started = started
+    result.interrupted = interrupted
+    result.parts = [_part_line(sub) for sub in solved]
+    for sub in solved:
+        for stage, seconds in sub.stage_s.items():
+            result.stage_s[stage] = result.stage_s.get(stage, 0.0) + seconds
+    best_part = max(solved, key=lambda sub: sub.p1_bound_units)
+    result.p1_bound_units = max(result.p1_bound_units, best_part.p1_bound_units)
+    if best_part.p1_bound_units >= result.order_bound.units:
+        result.p1_bound_source = f"largest part bound ({best_part.p1_bound_source})"
+    if len(solved) < len(parts):
+        result.runtime_s = time.monotonic() - started
+        return result  # an answer needs every part
+    hardware, rule = options.hardware, options.reuse_rule
+
+    def composed(problem: int) -> list[Solution] | None:
+        found = [sub.best(problem) for sub in solved]
+        return [c.solution for c in found if c is not None] if all(found) else None
+
+    try:
+        if (ones := composed(1)) is not None:
+            solution = in_sequence(instance, parts, ones)
+            result.p1 = Candidate("parts", solution, evaluate_order(instance, solution.order))
+            result.note()
+        if {2, 3} & set(options.problems):
+            bounds = [sub.p2_bound for sub in solved]
+            if all(bounds):
+                result.p2_bound = TrafficBound(sum(b.units for b in bounds if b), -1)
+            for problem in (2, 3):
+                answers = composed(problem)
+                if answers is None:
+                    continue
+                sequence = in_sequence(instance, parts, answers)
+                beside = side_by_side(instance, parts, answers, hardware)
+                tries = [
+                    ("parts", sequence),
+                    ("parts+compact", compact(instance, sequence)),
+                    ("parts+beside+compact", compact(instance, beside)),
+                ]
+                for method, solution in tries:
+                    judged = evaluate(instance, solution, 3, hardware, rule)
+                    if judged.valid:
+                        _offer(result, Candidate(method, solution, judged), options)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        result.interrupted = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
+    _settle(instance, options, result)
+    result.runtime_s = time.monotonic() - started
+    return result
+
+
+def _part_line(result: CaseResult) -> dict[str, object]:
+    """A part's answers for the whole's summary."""
+    line: dict[str, object] = {"case": result.case, "interrupted": result.interrupted}
+    for problem in (1, 2, 3):
+        candidate = result.best(problem)
+        if candidate is not None:
+            e = candidate.evaluation
+            line[f"p{problem}"] = (
+                e.max_v_stay_units
+                if problem == 1
+                else {
+                    "extra_traffic_units": e.extra_traffic_units,
+                    "makespan_cycles": e.makespan_cycles,
+                }
+            )
+    line["p1_bound_units"] = result.p1_bound_units
+    return line
+
+
+def _restored(result: CaseResult, canonical: Canonical) -> CaseResult:
+    """``result`` (found under canonical names) with every answer in the user's ids."""
+
+    def back(candidate: Candidate | None) -> Candidate | None:
+        if candidate is None:
+            return None
+        return Candidate(
+            candidate.method,
+            canonical.restore(candidate.solution),
+            canonical.restore_evaluation(candidate.evaluation),
+        )
+
+    restored = replace(result)
+    restored.p1, restored.p2, restored.p3 = back(result.p1), back(result.p2), back(result.p3)
+    restored.candidates = [c for c in map(back, result.candidates) if c is not None]
+    return restored
+
+
+def _solve_named(
+    instance: Instance,
+    options: SolveOptions,
+    progress: ProgressFn | None,
+    canonical: Canonical,
+) -> CaseResult:
+    """The pipeline on ``instance`` as named (the canonical instance, see
+    :func:`solve_instance`)."""
     started = time.monotonic() - options.spent_s  # deadlines count from the real start
 
     def report(stage: str, message: str) -> None:
@@ -326,7 +476,7 @@ def solve_instance(
     result.p1_bound_units = result.order_bound.units
     result.p1_bound_source = result.order_bound.source
     try:
-        _pipeline(instance, options, result, started, report)
+        _pipeline(instance, options, result, started, report, canonical.structure)
     except (KeyboardInterrupt, Interrupted) as exc:
         result.interrupted = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
         log.warning("%s: interrupted (%s); keeping the best found", instance.name, exc)
@@ -339,10 +489,18 @@ def refine_timing(instance: Instance, solution: Solution, options: SolveOptions)
     """Problem 3 alone from a stored answer: its Problem 3 refinement (re-offsetting, the pipe
     model's windowed LNS, justification) with the budget of an ``options.time_limit_s`` run,
     the traffic budget that of ``solution`` (it stands for the Problem 2 answer). Chained, it
-    shows where the LNS levels off (benchmarks/p3_rounds.py)."""
+    shows where the LNS levels off (benchmarks/p3_rounds.py). Like :func:`solve_instance`, it
+    works under canonical names and answers in the user's ids."""
     judged = evaluate(instance, solution, 3, options.hardware, options.reuse_rule)
     if not judged.valid:
         raise ValueError(f"the start is not a valid answer: {judged.violations[:1]}")
+    canonical = canonicalize(instance)
+    named = _refine_named(canonical.instance, canonical.adopt(solution), options)
+    return _restored(named, canonical)
+
+
+def _refine_named(instance: Instance, solution: Solution, options: SolveOptions) -> CaseResult:
+    judged = evaluate(instance, solution, 3, options.hardware, options.reuse_rule)
     result = CaseResult(instance.name, order_bound(instance), makespan_bound(instance))
     start = Candidate("start", solution, judged)
     result.candidates.append(start)
@@ -367,25 +525,27 @@ def _pipeline(
     result: CaseResult,
     started: float,
     report: Callable[[str, str], None],
+    structure: Structure,
 ) -> None:
     deadline = started + options.time_limit_s
     rng = np.random.default_rng(options.seed)
     report("bounds", f"P1 >= {result.order_bound.units:,}, P3 >= {result.makespan_bound.cycles:,}")
 
-    # P1: the list scheduler; restarts stop at a share of the budget.
+    # P1: the list scheduler on the generators' orders; restarts stop at a share of the budget.
     alone = set(options.problems) == {1}
     p1_deadline = started + (P1_ALONE_DEADLINE if alone else P1_DEADLINE) * options.time_limit_s
-    runs = order_heuristic(instance, rng, OrderingParams(), deadline=p1_deadline)
+    starts = _portfolio(instance, structure, options)
+    runs = order_heuristic(instance, rng, OrderingParams(), deadline=p1_deadline, starts=starts)
     valid_runs = [r for r in runs if r.evaluation.valid]
     handed = 0.0  # Problem 3 work (deterministic s) handed on by stages that ended early
     if valid_runs:
         best = valid_runs[0]
-        result.p1 = Candidate(f"list-{best.policy}", best.solution, best.evaluation)
+        result.p1 = Candidate(best.name, best.solution, best.evaluation)
         result.note()
         value = best.evaluation.max_v_stay_units or 0
         proven = value <= result.p1_bound_units
         note = f", proven optimal ({result.p1_bound_source})" if proven else ""
-        report("P1", f"max V_stay {value:,} ({best.policy} policy){note}")
+        report("P1", f"max V_stay {value:,} ({best.name}, of {len(runs)} runs){note}")
         work = (P1_ALONE_WORK if alone else P1_WORK) * options.work_s
         share = COMPACTION_ALONE_SHARE if alone else COMPACTION_SHARE
         if proven:
@@ -418,7 +578,7 @@ def _pipeline(
     # Problem 1 order follows; it keeps residency low by running less at once (on
     # FlashAttention_Case0 its 3,840 order, as the traversal's start, led to a 10% slower P3).
     orders: list[tuple[str, tuple[int, ...]]] = []
-    listed = [(f"list-{run.policy}", run.solution.order) for run in runs]
+    listed = [(run.name, run.solution.order) for run in runs]
     refined = [(result.p1.method, result.p1.solution.order)] if result.p1 is not None else []
     for method, order in listed[:1] + refined + listed[1:]:
         if len(orders) < ORDERS_TO_PLACE and order not in (o for _, o in orders):
@@ -468,6 +628,30 @@ def _pipeline(
         f"makespan {e3.makespan_cycles:,} (bound {result.p3_bound.cycles:,}), "
         f"traffic {e3.extra_traffic_units:,} ({result.p3.method})",
     )
+
+
+def _portfolio(
+    instance: Instance, structure: Structure, options: SolveOptions
+) -> list[tuple[str, list[int]]]:
+    """The order generators' op orders (:mod:`heuristics.generators`), each variant in turn
+    while the share ``PORTFOLIO_SHARE`` of the limit lasts (as a run count, so a run is
+    reproducible). The ``cone`` order with variant 0 is the canonical order itself (the node
+    ids), which the list scheduler runs anyway."""
+    runs = generator_runs(instance, PORTFOLIO_SHARE * options.work_s)
+    plan = [
+        (name, variant)
+        for variant in range(PORTFOLIO_VARIANTS)
+        for name in GENERATORS
+        if (name, variant) != ("cone", 0)
+    ][:runs]
+    starts: list[tuple[str, list[int]]] = []
+    seen: set[tuple[int, ...]] = set()
+    for name, variant in plan:
+        order = GENERATORS[name](instance, structure, variant)
+        if tuple(order) not in seen:
+            seen.add(tuple(order))
+            starts.append((f"{name}{variant}", order))
+    return starts
 
 
 def _traffic_room(result: CaseResult, options: SolveOptions, incumbent: Evaluation) -> int:

@@ -71,7 +71,11 @@ def test_progress_reports_each_stage():
     # The heuristic's answer meets the op-local bound (10): one report, which says so, and no
     # refinement.
     p1 = [e.message for e in events if e.stage == "P1"]
-    assert p1 == ["max V_stay 10 (program policy), proven optimal (forced-live)"]
+    assert (
+        len(p1) == 1
+        and p1[0].startswith("max V_stay 10 (list-")
+        and p1[0].endswith("proven optimal (forced-live)")
+    )
     assert "P1-lns" not in stages
     assert all(e.case == "example7" for e in events)
 
