@@ -25,6 +25,7 @@ import typer
 from instances import OFFICIAL_CASES, bundled, official_case
 from instances.generator import FAMILIES
 from instances.generator import generate as generate_graph
+from instances.transform import renumber, union
 from solver.bench import COLUMNS as BENCH_COLUMNS
 from solver.bench import done_keys, git_commit, read_rows, run_study, write_readme
 from solver.bench import tasks as bench_tasks
@@ -34,7 +35,7 @@ from solver.errors import NpuoptError
 from solver.evaluate import evaluate as evaluate_solution
 from solver.files import ProblemFiles, atomic_write_text, read_solution, write_solution
 from solver.hardware import DEFAULT_HARDWARE, Hardware, load_hardware
-from solver.instance import Instance, load_instance, parse_instance
+from solver.instance import Instance, graph_data, load_instance, parse_instance
 from solver.report import (
     case_summary,
     evaluation_dict,
@@ -409,6 +410,33 @@ def generate(
         f"{out}: {instance.n_nodes:,} nodes, {len(instance.edge_array()):,} edges, "
         f"{len(instance.buffers):,} buffers ({family}, seed {seed})"
     )
+
+
+@app.command()
+def rename(
+    graphs: Annotated[
+        list[Path], typer.Argument(help="One graph, or several to put side by side.")
+    ],
+    out: Annotated[Path, typer.Option(help="Output JSON file.")],
+    seed: Annotated[int, typer.Option(help="Seed; same seed, same file.")] = 0,
+) -> None:
+    """Write the same problem under other names: one graph with its node ids taken from a
+    random topological order, its BufIds permuted and each op's Bufs listed in another order;
+    several graphs as one graph of independent parts, their ids interleaved.
+
+    npuopt's answers should not depend on names: solve both files and compare
+    (benchmarks/invariance.py does it for the official cases).
+    """
+    with bad_input_exits():
+        datas = [graph_data(load_instance(g)) for g in graphs]
+        data = renumber(datas[0], seed) if len(datas) == 1 else union(datas, seed)
+        instance = parse_instance(data, name=out.stem, source="renamed graph")
+    text = '{"Nodes": [\n' + ",\n".join(json.dumps(n) for n in data["Nodes"])
+    text += '\n],\n"Edges": ' + json.dumps(data["Edges"]) + "}\n"
+    atomic_write_text(out, text)
+    what = "renumbered" if len(graphs) == 1 else f"{len(graphs)} graphs side by side"
+    size = f"{instance.n_nodes:,} nodes, {len(instance.buffers):,} buffers"
+    typer.echo(f"{out}: {size} ({what}, seed {seed})")
 
 
 @app.command()
