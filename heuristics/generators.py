@@ -9,7 +9,8 @@ picks among them. They are the *portfolio* the Problem 1 stage starts from.
     Consumer-driven and memory-aware: finish what the open buffers' consumers need before
     opening new producers. At each step the candidates are the *units* (:func:`~heuristics.
     structure.op_units`, or single ops) that use a buffer already open; the chosen one runs
-    with its whole unscheduled cone (its ancestors, depth first) just before it. A candidate's
+    with its whole unscheduled cone (its ancestors, depth first, the deepest first so that
+    shallow ones such as a MOVE into L0 run just before their user) just before it. A candidate's
     cost is the L1/UB memory its cone would open (every buffer counted at the ops that can
     first use it), so a block whose inputs are live already comes first; ties go to the
     candidate using the oldest open buffer, then to the smaller structural class. With no open
@@ -19,6 +20,12 @@ picks among them. They are the *portfolio* the Problem 1 stage starts from.
     14,040 for the files' own id order; on Matmul the row-by-row order (9,216 and 34,816,
     optimal). After the liveness-driven schedulers of the memory-aware scheduling literature
     (XLA's DFS scheduler: post-order from the outputs, children by memory need).
+``cone-dfs``
+    The same, but among equal costs the unit consuming the most recently computed buffer goes
+    first (depth first through computed data, loads still in order of need): on
+    FlashAttention a block's second matmul then follows its softmax at once, instead of the
+    next block's first matmul (estimated Problem 2 traffic of FlashAttention_Case1 72,196 ->
+    43,552).
 ``lockstep``
     A base order with its *streams* (the parts still connected once the COPY_INs are removed,
     :func:`heuristics.streams.stream_of`) moved in step: each op gets the number of shared
@@ -55,6 +62,7 @@ class Structure:
     units: tuple[tuple[int, ...], ...]  # members by (depth, class, id)
     unit_of: dict[int, int]
     unit_class: tuple[int, ...]  # per unit: rank of its members' sorted classes
+    depth: tuple[int, ...]  # per node: most ops on a path from a source op (0 for buffers)
 
 
 def structure_of(instance: Instance, classes: Sequence[int] | None = None) -> Structure:
@@ -73,7 +81,7 @@ def structure_of(instance: Instance, classes: Sequence[int] | None = None) -> St
     units = tuple(tuple(groups[i]) for i in order)
     unit_class = tuple(rank[signature[i]] for i in order)
     unit_of = {v: u for u, members in enumerate(units) for v in members}
-    return Structure(classes, graph, units, unit_of, unit_class)
+    return Structure(classes, graph, units, unit_of, unit_class, tuple(depth))
 
 
 def _class_order(structure: Structure, variant: int) -> list[int]:
@@ -85,12 +93,19 @@ def _class_order(structure: Structure, variant: int) -> list[int]:
 
 
 def cone_order(
-    instance: Instance, structure: Structure, variant: int = 0, granularity: str = "unit"
+    instance: Instance,
+    structure: Structure,
+    variant: int = 0,
+    granularity: str = "unit",
+    depth_first: bool = False,
 ) -> list[int]:
     """The ``cone`` generator (module docstring) over units (``granularity="unit"``) or single
-    ops (``"op"``)."""
+    ops (``"op"``); with ``depth_first``, equal costs go first to the unit using the most
+    recently computed open buffer (not a load), so that what was just computed is consumed
+    before older work goes on (``cone-dfs``)."""
     graph = structure.graph
     index, opred = graph.index, graph.pred
+    depth = structure.depth
     tie = _class_order(structure, variant)
     classes = structure.classes
     if granularity == "unit":
@@ -180,7 +195,9 @@ def cone_order(
                 continue
             missing = [p for p in opred[u] if p not in scheduled]
             if missing:
-                stack.append(min(missing, key=lambda p: (tie[classes[p]], p)))
+                # The deepest predecessor first, the shallow ones (a MOVE into L0, a load)
+                # last: they run just before the op, as L0 residency wants.
+                stack.append(min(missing, key=lambda p: (-depth[p], tie[classes[p]], p)))
                 continue
             stack.pop()
             emit(u)
@@ -203,8 +220,28 @@ def cone_order(
                 for v in graph.order
                 if v not in scheduled and all(p in scheduled for p in opred[v])
             }
-        chosen = min(ages, key=lambda g: (cost(g), sorted(ages[g]), group_tie[g], groups[g][0]))
-        for v in groups[chosen]:
+        if depth_first:
+            computed = sorted(
+                (step, b) for b, step in opened.items() if b not in instance.copy_in_backed
+            )
+            latest = {}  # unit -> its most recent computed open buffer (negated: min first)
+            for step, b in computed:
+                for u in buffers[b].users:
+                    if u not in scheduled:
+                        latest[group_of[u]] = -step
+            chosen = min(
+                ages,
+                key=lambda g: (
+                    cost(g),
+                    latest.get(g, 1),
+                    sorted(ages[g]),
+                    group_tie[g],
+                    groups[g][0],
+                ),
+            )
+        else:
+            chosen = min(ages, key=lambda g: (cost(g), sorted(ages[g]), group_tie[g], groups[g][0]))
+        for v in reversed(groups[chosen]):  # the unit's last ops pull in the rest
             run_cone(v)
     return order
 
@@ -268,6 +305,10 @@ def _cone_ops(instance: Instance, structure: Structure, variant: int) -> list[in
     return cone_order(instance, structure, variant, granularity="op")
 
 
+def _cone_dfs(instance: Instance, structure: Structure, variant: int) -> list[int]:
+    return cone_order(instance, structure, variant, depth_first=True)
+
+
 def _lockstep_ops(instance: Instance, structure: Structure, variant: int) -> list[int]:
     return lockstep_order(instance, cone_order(instance, structure, variant, granularity="op"))
 
@@ -275,6 +316,7 @@ def _lockstep_ops(instance: Instance, structure: Structure, variant: int) -> lis
 #: The portfolio, by name; the first is the canonical order (:mod:`solver.canonical`).
 GENERATORS: dict[str, Generator] = {
     "cone": cone_order,
+    "cone-dfs": _cone_dfs,
     "cone-ops": _cone_ops,
     "lockstep": _lockstep_ops,
 }

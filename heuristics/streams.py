@@ -58,11 +58,14 @@ def grouped_op_order(
     base: Sequence[int],
     streams: dict[int, int],
     group_size: int,
+    interleave: bool = False,
 ) -> tuple[int, ...]:
     """An op order running ``streams`` (:func:`stream_of`) ``group_size`` at a time.
 
     ``base`` is an op order respecting the graph. Streams are ranked by their first op in it
-    and grouped in that rank; the ops sort by (group, position in ``base``), and each COPY_IN
+    and grouped in that rank; the ops sort by (group, position in ``base``) or, with
+    ``interleave``, by (group, place in the group's streams merged for reuse: see
+    :func:`_interleaved`), and each COPY_IN
     goes right before the first op that needs it (directly or through other COPY_INs), COPY_INs
     in base order among themselves. Inside a stream the base order is kept and streams meet
     only at COPY_INs, so the order respects the graph unless a COPY_IN itself waits for a
@@ -77,7 +80,8 @@ def grouped_op_order(
     for v in base:
         if v in streams:
             rank.setdefault(streams[v], len(rank))
-    key = {v: (rank[s] // group_size, position[v]) for v, s in streams.items()}
+    within = _interleaved(instance, base, streams, rank, group_size) if interleave else position
+    key = {v: (rank[s] // group_size, within[v]) for v, s in streams.items()}
     after = op_successors(instance)
     end = (len(rank), len(base))  # after every stream op: for COPY_INs nothing needs
     for v in reversed(base):  # successors first
@@ -100,6 +104,62 @@ def grouped_op_order(
             raise ValueError(f"op {v} would run after an op that needs it")
         done.add(v)
     return tuple(order)
+
+
+def _interleaved(
+    instance: Instance,
+    base: Sequence[int],
+    streams: dict[int, int],
+    rank: dict[int, int],
+    group_size: int,
+) -> dict[int, int]:
+    """A position for every stream op: each group's streams merged so that they share their
+    loads. The current stream runs on while its next op needs only shared (COPY_IN-backed)
+    buffers the group has used already; when it needs a new one, another stream that can run
+    on what is loaded takes over; when none can, the stream that has used the fewest shared
+    buffers loads its next (ties: stream rank). On FlashAttention two query rows then take each
+    key/value block in turn, whatever order ``base`` ran the rows in (the transposed order
+    of a row-by-row base)."""
+    sequences: dict[int, list[int]] = {}
+    for v in base:
+        if v in streams:
+            sequences.setdefault(streams[v], []).append(v)
+    # Loads several streams read: what the group's streams should take in turn. A load only
+    # one stream reads (its own query rows, say) never waits.
+    shared = {
+        b
+        for b in instance.copy_in_backed
+        if len({streams[u] for u in instance.buffers[b].users if u in streams}) > 1
+    }
+    position: dict[int, int] = {}
+    ordered = sorted(sequences, key=rank.__getitem__)
+    for first in range(0, len(ordered), group_size):
+        group = ordered[first : first + group_size]
+        at = dict.fromkeys(group, 0)
+        used = dict.fromkeys(group, 0)
+        loaded: set[int] = set()
+
+        def needs(s: int, at: dict[int, int] = at, loaded: set[int] = loaded) -> set[int]:
+            return {b for b in instance.bufs_of(sequences[s][at[s]]) if b in shared} - loaded
+
+        current = group[0]
+        left = sum(len(sequences[s]) for s in group)
+        while left:
+            live = [s for s in group if at[s] < len(sequences[s])]
+            if current not in live or needs(current):
+                ready = [s for s in live if not needs(s)]
+                if ready:
+                    current = ready[0] if current not in ready else current
+                else:
+                    current = min(live, key=lambda s: (used[s], rank[s]))
+            v = sequences[current][at[current]]
+            new = needs(current)
+            used[current] += len(new)
+            loaded |= new
+            position[v] = len(position)
+            at[current] += 1
+            left -= 1
+    return position
 
 
 def hoist_loads(

@@ -144,6 +144,8 @@ TRAVERSAL_RUNS = 3
 #: beat every other order's estimate. On FlashAttention_Case1 groups of 2 estimate 16,384
 #: (the placement agrees) against 30,000 and more for the Problem 1 and traversal orders.
 STREAM_GROUPS, STREAM_ORDERS = (1, 2, 3, 4, 5, 6, 8), 3
+#: Share of the time limit (as traffic estimates) for the stream-grouped orders.
+STREAM_SHARE = 0.02
 #: Share of the time limit (as traffic estimates) for hoisting the COPY_INs of those orders
 #: (heuristics.streams.hoist_loads); on FlashAttention_Case1 it takes about 160 estimates an
 #: order, well under this.
@@ -589,7 +591,7 @@ def _pipeline(
     for traversal in reversed(traversals):
         if traversal not in (o for _, o in orders):
             orders.insert(0, ("traversal", traversal))
-    orders[:0] = _stream_orders(instance, options, orders, report)
+    orders[:0] = _stream_orders(instance, options, orders, starts, report)
     # Each candidate is a whole-graph pass (place, compact, evaluate twice); the next one
     # starts only if it fits before the Problem 2 deadline too, leaving Problem 3 its share.
     p2_deadline = started + P2_DEADLINE * options.time_limit_s
@@ -1226,13 +1228,15 @@ def _stream_orders(
     instance: Instance,
     options: SolveOptions,
     orders: Sequence[tuple[str, tuple[int, ...]]],
+    starts: Sequence[tuple[str, Sequence[int]]],
     report: Callable[[str, str], None],
 ) -> list[tuple[str, tuple[int, ...]]]:
     """Stream-grouped orders (:mod:`heuristics.streams`) from the Problem 1 orders (the list
-    scheduler's and the refined one) and the topological one, ``STREAM_GROUPS`` streams at a
-    time: the ``STREAM_ORDERS`` of least estimated traffic
-    (:func:`heuristics.traversal.estimate_traffic`) that beat every order in ``orders``. None
-    when the graph is one stream."""
+    scheduler's and the refined one), the topological one and the generators' (``starts``),
+    ``STREAM_GROUPS`` streams at a time, each group's streams as the base ran them and merged
+    to share their loads: the ``STREAM_ORDERS`` of least estimated traffic
+    (:func:`heuristics.traversal.estimate_traffic`) that beat every order in ``orders``, within
+    ``STREAM_SHARE`` of the limit (as an estimate count). None when the graph is one stream."""
     streams = stream_of(instance)
     count = len(set(streams.values()))
     if count < 2:
@@ -1242,19 +1246,28 @@ def _stream_orders(
         (estimate_traffic(instance, op_order_of(instance, o), hardware) for _, o in orders),
         default=None,
     )
-    bases = [(m, o) for m, o in orders if m != "traversal"]
-    bases.append(("topological", instance.topological_order))
+    bases: list[tuple[str, Sequence[int]]] = [
+        (m, op_order_of(instance, o)) for m, o in orders if m != "traversal"
+    ]
+    bases.append(("topological", op_order_of(instance, instance.topological_order)))
+    bases += list(starts)
+    plan = [
+        (interleave, size, name, base)
+        for interleave in (False, True)
+        for name, base in bases
+        for size in sorted({g for g in STREAM_GROUPS if g < count} | {count})
+    ]
+    budget = evaluations_for(instance, STREAM_SHARE * options.work_s)
     found: list[tuple[int, str, tuple[int, ...]]] = []
-    for name, order in bases:
-        base = op_order_of(instance, order)
-        for size in sorted({g for g in STREAM_GROUPS if g < count} | {count}):
-            try:
-                op_order = grouped_op_order(instance, base, streams, size)
-            except ValueError:
-                continue  # a COPY_IN waits for a stream op of a later group
-            estimate = estimate_traffic(instance, op_order, hardware)
-            if to_beat is None or estimate < to_beat:
-                found.append((estimate, f"streams{size}-{name}", op_order))
+    for interleave, size, name, base in plan[:budget]:
+        try:
+            op_order = grouped_op_order(instance, base, streams, size, interleave)
+        except ValueError:
+            continue  # a COPY_IN waits for a stream op of a later group
+        estimate = estimate_traffic(instance, op_order, hardware)
+        if to_beat is None or estimate < to_beat:
+            merged = "merged" if interleave else ""
+            found.append((estimate, f"streams{size}{merged}-{name}", op_order))
     found.sort(key=lambda f: f[0])
     kept: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = []  # method, ops, schedule
     for estimate, method, op_order in found:
