@@ -41,7 +41,8 @@ from solver.solution import (
     op_profile,
     schedule_from_op_order,
 )
-from solver.solve import Candidate, CaseResult, SolveOptions, _refine_order, solve_instance
+from solver.solve import Candidate, CaseResult, SolveOptions, solve_instance
+from solver.stages.order import refine_order
 
 from helpers import brute_force_optimum, official, reparse, tiny, tiny_data
 from strategies import HARDWARE, instances, placements, random_topological_order
@@ -356,7 +357,7 @@ def test_an_optimal_p1_answer_hands_its_budget_on():
     result.p1 = Candidate("start", solution, judged)
     result.p1_bound_units = judged.max_v_stay_units or 0  # proven: bound meets the value
     rng = np.random.default_rng(0)
-    spare = _refine_order(OrderingData(inst), result, rng, 5.0, 1e18, None, lambda s, m: None)
+    spare = refine_order(OrderingData(inst), result, rng, 5.0, 1e18, None, lambda s, m: None)
     assert spare == pytest.approx(5.0, abs=0.5)
 
 

@@ -7,25 +7,25 @@ import time
 import numpy as np
 import pytest
 
-import solver.solve as solve_module
+import solver.stages.placement as placement_stage
 from heuristics.ordering import list_schedule, program_rank
 from heuristics.placement import place
 from instances.generator import generate
 from solver.bounds import TrafficBound, makespan_bound, order_bound
+from solver.budgets import P2_WORK
 from solver.evaluate import evaluate, evaluate_order
 from solver.hardware import Hardware
 from solver.instance import Instance, parse_instance
 from solver.solution import Solution, Spill
 from solver.solve import (
-    P2_WORK,
     Candidate,
     CaseResult,
     Progress,
     SolveOptions,
-    _refine_placement,
     refine_timing,
     solve_instance,
 )
+from solver.stages.placement import refine_placement
 
 from helpers import TINY, tiny
 
@@ -170,9 +170,9 @@ def _placed_case(bound_units: int) -> tuple[Instance, CaseResult, SolveOptions]:
 def test_a_p2_lns_at_its_bound_hands_its_budget_on(monkeypatch):
     """The one forced spill meets the traffic bound: the LNS stops at once and the budget goes
     to Problem 3 (it used to be dropped)."""
-    monkeypatch.setattr(solve_module, "FULL_PLACEMENT_BUFFERS", 0)  # the LNS alone
+    monkeypatch.setattr(placement_stage, "FULL_PLACEMENT_BUFFERS", 0)  # the LNS alone
     inst, result, options = _placed_case(100)
-    spare = _refine_placement(
+    spare = refine_placement(
         inst, result, options, np.random.default_rng(0), time.monotonic(), lambda s, m: None
     )
     assert result.p2_lns is not None and result.p2_lns.proven_optimal
@@ -182,10 +182,10 @@ def test_a_p2_lns_at_its_bound_hands_its_budget_on(monkeypatch):
 def test_a_p2_lns_that_may_still_cut_traffic_keeps_its_budget(monkeypatch):
     """With a weak bound the LNS spends its whole budget: a later step may still cut traffic
     (the generated conv36k's one cut came after 40% of it)."""
-    monkeypatch.setattr(solve_module, "FULL_PLACEMENT_BUFFERS", 0)
+    monkeypatch.setattr(placement_stage, "FULL_PLACEMENT_BUFFERS", 0)
     inst, result, options = _placed_case(0)
     started = time.monotonic() - 6.5  # one second before the P2 deadline (7.5 s of 10)
-    spare = _refine_placement(
+    spare = refine_placement(
         inst, result, options, np.random.default_rng(0), started, lambda s, m: None
     )
     assert result.p2_lns is not None and len(result.p2_lns.steps) > 10
@@ -194,7 +194,7 @@ def test_a_p2_lns_that_may_still_cut_traffic_keeps_its_budget(monkeypatch):
 
 def test_the_full_placement_models_optimum_hands_the_p2_budget_on():
     inst, result, options = _placed_case(0)
-    spare = _refine_placement(
+    spare = refine_placement(
         inst, result, options, np.random.default_rng(0), time.monotonic(), lambda s, m: None
     )
     assert result.p2_lns is None and result.p2_order_bound == 100

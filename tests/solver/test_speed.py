@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from solver import solve as pipeline
+from solver.stages import order as order_stage
+from solver.stages import placement as placement_stage
 from solver.solve import SolveOptions, solve_instance
 from solver.speed import MAX_SPEED, MIN_SPEED, measure_speed, quantize
 
@@ -38,21 +39,23 @@ def test_measured_factor_lies_on_the_grid():
 
 
 def test_budgets_scale_with_the_speed_factor(monkeypatch):
-    """Every work budget is sized from ``time_limit_s * speed``: the compaction moves and the
-    traversal evaluations asked for double with the factor, the limit's deadlines do not."""
+    """Every work budget is sized from ``time_limit_s * speed``: the generator runs, compaction
+    moves and traversal evaluations asked for double with the factor, the limit's deadlines do
+    not."""
     asked: dict[float, list[float]] = {}
 
-    def spy(name):
-        real = getattr(pipeline, name)
+    def spy(module, name):
+        real = getattr(module, name)
 
         def wrapped(instance, seconds):
             asked[speed].append(seconds)
             return real(instance, seconds)
 
-        monkeypatch.setattr(pipeline, name, wrapped)
+        monkeypatch.setattr(module, name, wrapped)
 
-    spy("moves_for")
-    spy("evaluations_for")
+    spy(order_stage, "moves_for")
+    spy(order_stage, "generator_runs")
+    spy(placement_stage, "evaluations_for")
     for speed in (1.0, 2.0):
         asked[speed] = []
         options = SolveOptions(time_limit_s=4, speed=speed)
