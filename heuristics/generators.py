@@ -26,6 +26,14 @@ picks among them. They are the *portfolio* the Problem 1 stage starts from.
     FlashAttention a block's second matmul then follows its softmax at once, instead of the
     next block's first matmul (estimated Problem 2 traffic of FlashAttention_Case1 72,196 ->
     43,552).
+``cone-chain``, ``cone-dfs-chain``
+    The same two, but among equal costs and ages the unit with the longest path still ahead of
+    it (its bottom level, the list-scheduling priority) goes first: a chain running through a
+    computation is taken in its order. On FlashAttention a query row's blocks are merged into
+    its running softmax in a fixed order; taken in that order, each block's output is merged at
+    once instead of waiting in UB (FlashAttention_Case1: estimated Problem 2 traffic in groups
+    of two rows 16,384 against 32,828; Problem 1 8,752 against 9,996). On Conv_Case1 it is
+    worse (8,912 against 6,218), hence a generator of its own.
 ``lockstep``
     A base order with its *streams* (the parts still connected once the COPY_INs are removed,
     :func:`heuristics.streams.stream_of`) moved in step: each op gets the number of shared
@@ -47,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from heuristics.streams import stream_of
-from heuristics.structure import OpGraph, op_graph, op_units, structural_classes
+from heuristics.structure import OpGraph, longest_paths, op_graph, op_units, structural_classes
 from solver.hardware import COUNTED_MEMORIES, L0_MEMORIES
 from solver.instance import Instance
 
@@ -98,11 +106,13 @@ def cone_order(
     variant: int = 0,
     granularity: str = "unit",
     depth_first: bool = False,
+    by_height: bool = False,
 ) -> list[int]:
     """The ``cone`` generator (module docstring) over units (``granularity="unit"``) or single
     ops (``"op"``); with ``depth_first``, equal costs go first to the unit using the most
     recently computed open buffer (not a load), so that what was just computed is consumed
-    before older work goes on (``cone-dfs``)."""
+    before older work goes on (``cone-dfs``); with ``by_height``, equal costs and ages go to the
+    unit with the longest path still ahead of it (``cone-chain``)."""
     graph = structure.graph
     index, opred = graph.index, graph.pred
     depth = structure.depth
@@ -202,6 +212,13 @@ def cone_order(
             stack.pop()
             emit(u)
 
+    # Among equal costs and ages, the group with the longest path still ahead of it (its
+    # bottom level) first, as list schedulers do: a chain (FlashAttention's running softmax
+    # through a row's blocks) is then taken in order, and what it produces is merged at once.
+    group_height = [0] * len(groups)
+    if by_height:
+        _, height = longest_paths(instance)
+        group_height = [-max(height[v] for v in members) for members in groups]
     total = len(graph.order)
     while len(order) < total:
         # Each candidate's open buffers, oldest first: ties go to the unit finishing older
@@ -235,12 +252,22 @@ def cone_order(
                     cost(g),
                     latest.get(g, 1),
                     sorted(ages[g]),
+                    group_height[g],
                     group_tie[g],
                     groups[g][0],
                 ),
             )
         else:
-            chosen = min(ages, key=lambda g: (cost(g), sorted(ages[g]), group_tie[g], groups[g][0]))
+            chosen = min(
+                ages,
+                key=lambda g: (
+                    cost(g),
+                    sorted(ages[g]),
+                    group_height[g],
+                    group_tie[g],
+                    groups[g][0],
+                ),
+            )
         for v in reversed(groups[chosen]):  # the unit's last ops pull in the rest
             run_cone(v)
     return order
@@ -288,8 +315,8 @@ def _keeping_paths(instance: Instance, wanted: Sequence[int]) -> list[int]:
 
 
 #: Nodes one second of the reference machine gets through in a generator run (Conv_Case1,
-#: 36,086 nodes: about 5 s a run).
-NODES_PER_SECOND = 8_000
+#: 36,086 nodes: 9-15 s a run on this machine).
+NODES_PER_SECOND = 3_000
 
 
 def generator_runs(instance: Instance, seconds: float) -> int:
@@ -305,8 +332,16 @@ def _cone_ops(instance: Instance, structure: Structure, variant: int) -> list[in
     return cone_order(instance, structure, variant, granularity="op")
 
 
+def _cone_chain(instance: Instance, structure: Structure, variant: int) -> list[int]:
+    return cone_order(instance, structure, variant, by_height=True)
+
+
 def _cone_dfs(instance: Instance, structure: Structure, variant: int) -> list[int]:
     return cone_order(instance, structure, variant, depth_first=True)
+
+
+def _cone_dfs_chain(instance: Instance, structure: Structure, variant: int) -> list[int]:
+    return cone_order(instance, structure, variant, depth_first=True, by_height=True)
 
 
 def _lockstep_ops(instance: Instance, structure: Structure, variant: int) -> list[int]:
@@ -316,7 +351,9 @@ def _lockstep_ops(instance: Instance, structure: Structure, variant: int) -> lis
 #: The portfolio, by name; the first is the canonical order (:mod:`solver.canonical`).
 GENERATORS: dict[str, Generator] = {
     "cone": cone_order,
+    "cone-chain": _cone_chain,
     "cone-dfs": _cone_dfs,
+    "cone-dfs-chain": _cone_dfs_chain,
     "cone-ops": _cone_ops,
     "lockstep": _lockstep_ops,
 }

@@ -19,7 +19,7 @@ from solver.lns import LnsParams
 
 #: Order generators (heuristics.generators): their share of the limit (as a run count,
 #: heuristics.generators.generator_runs) and the tie-break variants tried of each.
-PORTFOLIO_SHARE, PORTFOLIO_VARIANTS = 0.05, 4
+PORTFOLIO_SHARE, PORTFOLIO_VARIANTS = 0.05, 8
 #: Refinement budget (deterministic seconds per second of the limit) and deadline (share).
 P1_WORK, P1_DEADLINE = 0.12, 0.40
 #: The same when Problem 1 is solved alone (no placement follows).

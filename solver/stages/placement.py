@@ -193,9 +193,9 @@ def _stream_orders(
     bases += list(starts)
     plan = [
         (interleave, size, name, base)
-        for interleave in (False, True)
         for name, base in bases
         for size in sorted({g for g in STREAM_GROUPS if g < count} | {count})
+        for interleave in (True, False)
     ]
     budget = evaluations_for(instance, STREAM_SHARE * options.work_s)
     found: list[tuple[int, str, tuple[int, ...]]] = []
