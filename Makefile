@@ -17,7 +17,7 @@ $(BIN)/.installed: pyproject.toml
 
 demo: $(BIN)/.installed
 	$(BIN)/npuopt solve --out demo-out --time-limit 60
-	$(BIN)/npuopt evaluate instances/demo_conv.json --problem 3 --dir demo-out/Problem3
+	$(BIN)/npuopt evaluate npuopt/instances/demo_conv.json --problem 3 --dir demo-out/Problem3
 
 test: lint
 	$(BIN)/python -m pytest -q
@@ -26,8 +26,8 @@ test-slow: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m slow
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check solver models heuristics instances tests benchmarks
-	$(BIN)/mypy solver models heuristics instances
+	$(BIN)/ruff check npuopt tests benchmarks
+	$(BIN)/mypy npuopt
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -21,10 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from solver.bounds import makespan_bound  # noqa: E402
-from solver.evaluate import evaluate  # noqa: E402
-from solver.files import ProblemFiles, atomic_write_text, read_solution  # noqa: E402
-from solver.instance import load_instance  # noqa: E402
+from npuopt.solver.bounds import makespan_bound  # noqa: E402
+from npuopt.solver.evaluate import evaluate  # noqa: E402
+from npuopt.solver.files import ProblemFiles, atomic_write_text, read_solution  # noqa: E402
+from npuopt.solver.instance import load_instance  # noqa: E402
 
 HEADER = (
     "| case | makespan | traffic | load / path bound | makespan / it | full bound | "

@@ -35,11 +35,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from instances import OFFICIAL_CASES, official_case  # noqa: E402
-from solver.bench import COLUMNS as BENCH_COLUMNS  # noqa: E402
-from solver.bench import Task, row  # noqa: E402
+from npuopt.instances import OFFICIAL_CASES, official_case  # noqa: E402
+from npuopt.solver.bench import COLUMNS as BENCH_COLUMNS  # noqa: E402
+from npuopt.solver.bench import Task, row  # noqa: E402
 
-NPUOPT = [sys.executable, "-m", "solver.cli"]
+NPUOPT = [sys.executable, "-m", "npuopt.solver.cli"]
 #: Best public results (FINDINGS.md): P1 max V_stay, P2 traffic, P3 makespan.
 PUBLIC = {
     "Matmul_Case0": (9_216, 28_800, 186_820),

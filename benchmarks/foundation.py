@@ -18,13 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from instances import OFFICIAL_CASES, official_case
-from instances.generator import generate
-from solver.bounds import makespan_bound, order_bound
-from solver.evaluate import evaluate
-from solver.hardware import MEMORIES, Hardware
-from solver.instance import Instance, load_instance
-from solver.solution import Solution, Spill
+from npuopt.instances import OFFICIAL_CASES, official_case
+from npuopt.instances.generator import generate
+from npuopt.solver.bounds import makespan_bound, order_bound
+from npuopt.solver.evaluate import evaluate
+from npuopt.solver.hardware import MEMORIES, Hardware
+from npuopt.solver.instance import Instance, load_instance
+from npuopt.solver.solution import Solution, Spill
 
 
 def spill_heavy(instance: Instance) -> tuple[Solution, Hardware]:

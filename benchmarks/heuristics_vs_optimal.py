@@ -33,18 +33,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from heuristics.ordering import POLICIES, list_schedule, program_rank  # noqa: E402
-from heuristics.pipes import compact  # noqa: E402
-from heuristics.placement import PLACEMENT_POLICIES, PlacementError, place  # noqa: E402
-from instances.generator import FAMILIES, generate  # noqa: E402
-from models.ordering import OrderingData, solve_order  # noqa: E402
-from models.pipes import frame, solve_pipes  # noqa: E402
-from models.placement import solve_placement  # noqa: E402
-from solver.evaluate import evaluate, evaluate_order  # noqa: E402
-from solver.hardware import DEFAULT_HARDWARE, MEMORIES, Hardware  # noqa: E402
-from solver.instance import Instance, parse_instance  # noqa: E402
-from solver.result import Status  # noqa: E402
-from solver.solution import Solution, op_order_of  # noqa: E402
+from npuopt.heuristics.ordering import POLICIES, list_schedule, program_rank  # noqa: E402
+from npuopt.heuristics.pipes import compact  # noqa: E402
+from npuopt.heuristics.placement import PLACEMENT_POLICIES, PlacementError, place  # noqa: E402
+from npuopt.instances.generator import FAMILIES, generate  # noqa: E402
+from npuopt.models.ordering import OrderingData, solve_order  # noqa: E402
+from npuopt.models.pipes import frame, solve_pipes  # noqa: E402
+from npuopt.models.placement import solve_placement  # noqa: E402
+from npuopt.solver.evaluate import evaluate, evaluate_order  # noqa: E402
+from npuopt.solver.hardware import DEFAULT_HARDWARE, MEMORIES, Hardware  # noqa: E402
+from npuopt.solver.instance import Instance, parse_instance  # noqa: E402
+from npuopt.solver.result import Status  # noqa: E402
+from npuopt.solver.solution import Solution, op_order_of  # noqa: E402
 
 
 def tight_hardware(instance: Instance, order: list[int]) -> Hardware:

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from cases import NPUOPT, PUBLIC, run_case  # noqa: E402
 
-from instances import OFFICIAL_CASES, official_case  # noqa: E402
-from instances.generator import FAMILIES  # noqa: E402
+from npuopt.instances import OFFICIAL_CASES, official_case  # noqa: E402
+from npuopt.instances.generator import FAMILIES  # noqa: E402
 
 #: Unions of official cases measured with --unions (the issue's pair first).
 UNIONS = (

@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from solver.evaluate import evaluate  # noqa: E402
-from solver.files import ProblemFiles, read_solution, write_solution  # noqa: E402
-from solver.instance import load_instance  # noqa: E402
-from solver.solve import SolveOptions, refine_timing  # noqa: E402
+from npuopt.solver.evaluate import evaluate  # noqa: E402
+from npuopt.solver.files import ProblemFiles, read_solution, write_solution  # noqa: E402
+from npuopt.solver.instance import load_instance  # noqa: E402
+from npuopt.solver.solve import SolveOptions, refine_timing  # noqa: E402
 
 
 def main() -> None:

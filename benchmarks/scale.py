@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-NPUOPT = [sys.executable, "-m", "solver.cli"]
+NPUOPT = [sys.executable, "-m", "npuopt.solver.cli"]
 
 
 def measure(args: list[str]) -> tuple[float, float, int]:
@@ -43,10 +43,10 @@ def measure(args: list[str]) -> tuple[float, float, int]:
 
 _EVALUATE_IN_PROCESS = """
 import json, sys, time
-from solver.evaluate import evaluate
-from solver.files import ProblemFiles, read_solution
-from solver.hardware import DEFAULT_HARDWARE
-from solver.instance import load_instance
+from npuopt.solver.evaluate import evaluate
+from npuopt.solver.files import ProblemFiles, read_solution
+from npuopt.solver.hardware import DEFAULT_HARDWARE
+from npuopt.solver.instance import load_instance
 instance = load_instance(sys.argv[1])
 solution = read_solution(ProblemFiles.in_dir(sys.argv[2], instance.name), instance, 2,
                          DEFAULT_HARDWARE)

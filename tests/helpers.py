@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from instances import official_case, official_dir
-from solver.evaluate import evaluate_order
-from solver.hardware import Hardware, load_hardware
-from solver.instance import Instance, load_instance, parse_instance
+from npuopt.instances import official_case, official_dir
+from npuopt.solver.evaluate import evaluate_order
+from npuopt.solver.hardware import Hardware, load_hardware
+from npuopt.solver.instance import Instance, load_instance, parse_instance
 
 DATA = Path(__file__).parent / "data"
 TINY = (

@@ -1,7 +1,9 @@
 """Import direction of STYLE.md, checked on the source tree.
 
 models/ and heuristics/ import only the core of solver (never each other, never the pipeline,
-the LNS driver or the CLI); heuristics and the core never import ortools.
+the LNS driver or the CLI); heuristics and the core never import ortools. Every module imports
+ours through the one import name ``npuopt`` (issue 27): a bare ``solver`` or ``models`` would be
+another distribution's.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ CORE = {
 CORE_FILES = ("instance", "hardware", "solution", "evaluate", "bounds", "files", "errors", "result")
 
 
-def imported_modules(source: str) -> set[str]:
+PACKAGES = ("solver", "models", "heuristics", "instances")
+
+
+def raw_imports(source: str) -> set[str]:
     """Absolute module names a source file imports (``from x import y`` counts as ``x`` and
     ``x.y``, since y may be a submodule)."""
     names: set[str] = set()
@@ -36,6 +41,12 @@ def imported_modules(source: str) -> set[str]:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
+
+
+def imported_modules(source: str) -> set[str]:
+    """:func:`raw_imports` with our ``npuopt.`` prefix taken off (``npuopt.solver.cli`` ->
+    ``solver.cli``), so that the direction rules read the package names."""
+    return {n.removeprefix("npuopt.") for n in raw_imports(source)}
 
 
 def forbidden(package: str, names: set[str]) -> set[str]:
@@ -66,11 +77,11 @@ def forbidden(package: str, names: set[str]) -> set[str]:
 def _files(package: str) -> list[Path]:
     if package == "core":
         return [
-            ROOT / "solver" / f"{name}.py"
+            ROOT / "npuopt" / "solver" / f"{name}.py"
             for name in CORE_FILES
-            if (ROOT / "solver" / f"{name}.py").exists()
+            if (ROOT / "npuopt" / "solver" / f"{name}.py").exists()
         ]
-    return sorted((ROOT / package).rglob("*.py"))
+    return sorted((ROOT / "npuopt" / package).rglob("*.py"))
 
 
 @pytest.mark.parametrize("package", ["models", "heuristics", "core"])
@@ -101,3 +112,18 @@ def test_checker_allows_core_imports():
     ok = "from solver.instance import Instance\nfrom solver import evaluate\nimport numpy as np"
     assert not forbidden("models", imported_modules(ok))
     assert not forbidden("heuristics", imported_modules(ok))
+
+
+def test_every_import_of_ours_goes_through_npuopt():
+    """Issue 27: a bare ``import solver`` would find another distribution's ``solver``."""
+    files = [*(ROOT / "npuopt").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]
+    files += (ROOT / "benchmarks").rglob("*.py")
+    for path in files:
+        bare = {n for n in raw_imports(path.read_text()) if n.split(".")[0] in PACKAGES}
+        assert not bare, f"{path.relative_to(ROOT)} imports {sorted(bare)} without npuopt."
+    assert len(files) > 50
+
+
+def test_the_checker_catches_a_bare_import():
+    assert raw_imports("import solver.cli") == {"solver.cli"}
+    assert imported_modules("from npuopt.solver.cli import app") == {"solver.cli", "solver.cli.app"}

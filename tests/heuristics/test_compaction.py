@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from heuristics.compaction import Compactor, compact_order, descend
-from heuristics.neighbourhoods import peak_key
-from heuristics.ordering import list_schedule, program_rank
-from instances import bundled
-from solver.evaluate import evaluate_order
-from solver.instance import Instance, load_instance, parse_instance
-from solver.solution import op_order_of, op_profile, schedule_from_op_order
+from npuopt.heuristics.compaction import Compactor, compact_order, descend
+from npuopt.heuristics.neighbourhoods import peak_key
+from npuopt.heuristics.ordering import list_schedule, program_rank
+from npuopt.instances import bundled
+from npuopt.solver.evaluate import evaluate_order
+from npuopt.solver.instance import Instance, load_instance, parse_instance
+from npuopt.solver.solution import op_order_of, op_profile, schedule_from_op_order
 
 from helpers import official
 from strategies import instances

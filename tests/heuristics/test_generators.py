@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from heuristics.generators import GENERATORS, cone_order, generator_runs, structure_of
-from heuristics.ordering import list_schedule, program_rank, rank_of
-from instances.generator import FAMILIES, generate
-from instances.transform import renumber
-from solver.evaluate import evaluate_order
-from solver.instance import parse_instance
-from solver.solution import op_successors
+from npuopt.heuristics.generators import GENERATORS, cone_order, generator_runs, structure_of
+from npuopt.heuristics.ordering import list_schedule, program_rank, rank_of
+from npuopt.instances.generator import FAMILIES, generate
+from npuopt.instances.transform import renumber
+from npuopt.solver.evaluate import evaluate_order
+from npuopt.solver.instance import parse_instance
+from npuopt.solver.solution import op_successors
 
 from helpers import official
 from strategies import instances

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from heuristics.ordering import (
+from npuopt.heuristics.ordering import (
     POLICIES,
     OrderingParams,
     list_schedule,
     order_heuristic,
     program_rank,
 )
-from instances import OFFICIAL_CASES
-from solver.evaluate import evaluate_order
+from npuopt.instances import OFFICIAL_CASES
+from npuopt.solver.evaluate import evaluate_order
 
 from helpers import TINY, official, tiny
 from strategies import instances

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from hypothesis import given
 
-from heuristics.ordering import list_schedule, program_rank
-from heuristics.pipes import _bottom_levels, _non_delay, compact, constraints, justify
-from heuristics.placement import PlacementError, place
-from solver.evaluate import evaluate, precedence_graph
-from solver.hardware import DEFAULT_HARDWARE
-from solver.solution import Solution
+from npuopt.heuristics.ordering import list_schedule, program_rank
+from npuopt.heuristics.pipes import _bottom_levels, _non_delay, compact, constraints, justify
+from npuopt.heuristics.placement import PlacementError, place
+from npuopt.solver.evaluate import evaluate, precedence_graph
+from npuopt.solver.hardware import DEFAULT_HARDWARE
+from npuopt.solver.solution import Solution
 
 from helpers import tiny
 from strategies import HARDWARE, instances
@@ -30,7 +30,7 @@ def test_compaction_overlaps_independent_pipes():
 def test_compaction_keeps_spills_valid():
     """The statement's example with its one spill stays valid and keeps traffic 5."""
     inst = tiny("example7")
-    from solver.solution import Spill
+    from npuopt.solver.solution import Spill
 
     sol = Solution(order=(0, 1, 7, 8, 2, 3, 4, 5, 6), offsets={0: 0, 1: 5}, spills=(Spill(0, 100),))
     result = evaluate(inst, compact(inst, sol), 3)

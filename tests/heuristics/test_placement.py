@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from heuristics.ordering import list_schedule, program_rank
-from heuristics.placement import PLACEMENT_POLICIES, PlacementError, place
-from solver.evaluate import evaluate
-from solver.hardware import DEFAULT_HARDWARE, Hardware
-from solver.instance import parse_instance
+from npuopt.heuristics.ordering import list_schedule, program_rank
+from npuopt.heuristics.placement import PLACEMENT_POLICIES, PlacementError, place
+from npuopt.solver.evaluate import evaluate
+from npuopt.solver.hardware import DEFAULT_HARDWARE, Hardware
+from npuopt.solver.instance import parse_instance
 
 from helpers import TINY, tiny
 from strategies import HARDWARE, instances

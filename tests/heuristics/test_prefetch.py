@@ -8,13 +8,13 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heuristics.ordering import list_schedule, program_rank
-from heuristics.pipes import compact
-from heuristics.placement import PlacementError, place
-from heuristics.prefetch import _window_max, release_earlier
-from solver.evaluate import evaluate
-from solver.hardware import DEFAULT_HARDWARE
-from solver.solution import Solution, Spill
+from npuopt.heuristics.ordering import list_schedule, program_rank
+from npuopt.heuristics.pipes import compact
+from npuopt.heuristics.placement import PlacementError, place
+from npuopt.heuristics.prefetch import _window_max, release_earlier
+from npuopt.solver.evaluate import evaluate
+from npuopt.solver.hardware import DEFAULT_HARDWARE
+from npuopt.solver.solution import Solution, Spill
 
 from helpers import tiny
 from strategies import HARDWARE, instances

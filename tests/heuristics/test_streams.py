@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heuristics.placement import place
-from heuristics.streams import grouped_op_order, hoist_loads, stream_of
-from heuristics.traversal import estimate_traffic
-from instances.generator import generate
-from solver.evaluate import evaluate
-from solver.hardware import DEFAULT_HARDWARE
-from solver.instance import parse_instance
-from solver.solution import op_order_of, op_successors, schedule_from_op_order
+from npuopt.heuristics.placement import place
+from npuopt.heuristics.streams import grouped_op_order, hoist_loads, stream_of
+from npuopt.heuristics.traversal import estimate_traffic
+from npuopt.instances.generator import generate
+from npuopt.solver.evaluate import evaluate
+from npuopt.solver.hardware import DEFAULT_HARDWARE
+from npuopt.solver.instance import parse_instance
+from npuopt.solver.solution import op_order_of, op_successors, schedule_from_op_order
 
 from helpers import official
 from strategies import HARDWARE, instances, random_topological_order

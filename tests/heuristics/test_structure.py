@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from heuristics.structure import op_units, structural_classes, weak_components
-from instances.generator import FAMILIES, generate
-from instances.transform import renumbering, union
-from solver.instance import parse_instance
+from npuopt.heuristics.structure import op_units, structural_classes, weak_components
+from npuopt.instances.generator import FAMILIES, generate
+from npuopt.instances.transform import renumbering, union
+from npuopt.solver.instance import parse_instance
 
 from helpers import tiny
 

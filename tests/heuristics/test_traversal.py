@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from heuristics.ordering import list_schedule, program_rank
-from heuristics.placement import place
-from heuristics.traversal import (
+from npuopt.heuristics.ordering import list_schedule, program_rank
+from npuopt.heuristics.placement import place
+from npuopt.heuristics.traversal import (
     TraversalParams,
     clustered_units,
     estimate_traffic,
@@ -17,9 +17,9 @@ from heuristics.traversal import (
     greedy_units,
     search_traversal,
 )
-from solver.evaluate import evaluate, evaluate_order
-from solver.hardware import DEFAULT_HARDWARE, Hardware
-from solver.solution import op_order_of, schedule_from_op_order
+from npuopt.solver.evaluate import evaluate, evaluate_order
+from npuopt.solver.hardware import DEFAULT_HARDWARE, Hardware
+from npuopt.solver.solution import op_order_of, schedule_from_op_order
 
 from helpers import TINY, official, tiny
 from strategies import HARDWARE, instances

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from instances.generator import FAMILIES, OP_L1_UNITS, generate
-from solver.hardware import DEFAULT_HARDWARE
-from solver.instance import parse_instance
+from npuopt.instances.generator import FAMILIES, OP_L1_UNITS, generate
+from npuopt.solver.hardware import DEFAULT_HARDWARE
+from npuopt.solver.instance import parse_instance
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from instances.generator import FAMILIES, generate
-from instances.transform import random_topological_order, renumber, union
-from solver.instance import parse_instance
+from npuopt.instances.generator import FAMILIES, generate
+from npuopt.instances.transform import random_topological_order, renumber, union
+from npuopt.solver.instance import parse_instance
 
 
 def _shape(graph):

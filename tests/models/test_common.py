@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from ortools.sat.python import cp_model
 
-from models.common import set_param
+from npuopt.models.common import set_param
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ def test_ctrl_c_after_a_solve_still_raises_keyboard_interrupt() -> None:
     script = """
 import os, signal, time
 from ortools.sat.python import cp_model
-from models.common import make_solver
+from npuopt.models.common import make_solver
 model = cp_model.CpModel()
 model.maximize(model.new_int_var(0, 9, "x"))
 solver = make_solver(time_limit_s=1, seed=0, workers=1, deterministic=True, log=False, params=None)

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heuristics.ordering import list_schedule, program_rank
-from models.ordering import OrderingData, solve_order
-from solver.evaluate import evaluate_order
-from solver.instance import parse_instance
-from solver.result import Status
-from solver.solution import op_order_of
+from npuopt.heuristics.ordering import list_schedule, program_rank
+from npuopt.models.ordering import OrderingData, solve_order
+from npuopt.solver.evaluate import evaluate_order
+from npuopt.solver.instance import parse_instance
+from npuopt.solver.result import Status
+from npuopt.solver.solution import op_order_of
 
 from helpers import TINY, brute_force_optimum, tiny
 from strategies import instances
@@ -54,7 +54,7 @@ def test_window_optimum_matches_enumeration(inst, data):
     best = None
     for perm in itertools.permutations(window):
         candidate = ops[:first] + list(perm) + ops[first + k :]
-        from solver.solution import schedule_from_op_order
+        from npuopt.solver.solution import schedule_from_op_order
 
         try:
             schedule = schedule_from_op_order(inst, candidate)

@@ -8,16 +8,16 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from heuristics.ordering import list_schedule, program_rank
-from heuristics.pipes import compact
-from heuristics.placement import place
-from instances import bundled
-from models.pipes import frame, solve_pipes
-from solver.evaluate import evaluate
-from solver.hardware import DEFAULT_HARDWARE, Hardware
-from solver.instance import Instance, load_instance, parse_instance
-from solver.result import Status
-from solver.solution import Solution, Spill
+from npuopt.heuristics.ordering import list_schedule, program_rank
+from npuopt.heuristics.pipes import compact
+from npuopt.heuristics.placement import place
+from npuopt.instances import bundled
+from npuopt.models.pipes import frame, solve_pipes
+from npuopt.solver.evaluate import evaluate
+from npuopt.solver.hardware import DEFAULT_HARDWARE, Hardware
+from npuopt.solver.instance import Instance, load_instance, parse_instance
+from npuopt.solver.result import Status
+from npuopt.solver.solution import Solution, Spill
 
 from helpers import TINY, bank_hardware, reparse, tiny, tiny_data
 from strategies import HARDWARE, placements

@@ -7,15 +7,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from heuristics.ordering import list_schedule, program_rank
-from heuristics.placement import PlacementError, place
-from instances.generator import generate
-from models.placement import solve_placement
-from solver.evaluate import evaluate, evaluate_order
-from solver.hardware import DEFAULT_HARDWARE, Hardware
-from solver.instance import Instance, parse_instance
-from solver.result import Status
-from solver.solution import Solution
+from npuopt.heuristics.ordering import list_schedule, program_rank
+from npuopt.heuristics.placement import PlacementError, place
+from npuopt.instances.generator import generate
+from npuopt.models.placement import solve_placement
+from npuopt.solver.evaluate import evaluate, evaluate_order
+from npuopt.solver.hardware import DEFAULT_HARDWARE, Hardware
+from npuopt.solver.instance import Instance, parse_instance
+from npuopt.solver.result import Status
+from npuopt.solver.solution import Solution
 
 from helpers import TINY, bank_hardware, tiny
 from strategies import HARDWARE, instances, random_topological_order

@@ -8,9 +8,9 @@ import csv
 import pytest
 from typer.testing import CliRunner
 
-from solver.bench import COLUMNS, run_study, tasks
-from solver.cli import app
-from solver.tables import FORMATS, competition, render, seed_table
+from npuopt.solver.bench import COLUMNS, run_study, tasks
+from npuopt.solver.cli import app
+from npuopt.solver.tables import FORMATS, competition, render, seed_table
 
 from helpers import data_path
 

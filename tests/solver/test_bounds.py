@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from instances import OFFICIAL_CASES, bundled
-from instances.generator import generate
-from models.ordering import OrderingData, solve_order
-from models.placement import solve_placement
-from solver.bounds import (
+from npuopt.instances import OFFICIAL_CASES, bundled
+from npuopt.instances.generator import generate
+from npuopt.models.ordering import OrderingData, solve_order
+from npuopt.models.placement import solve_placement
+from npuopt.solver.bounds import (
     TrafficBound,
     block_lines,
     critical_path,
@@ -30,19 +30,19 @@ from solver.bounds import (
     solution_graph,
     traffic_bound,
 )
-from solver.evaluate import evaluate, evaluate_order
-from solver.hardware import DEFAULT_HARDWARE, Hardware
-from solver.instance import load_instance, parse_instance
-from solver.result import Status
-from solver.solution import (
+from npuopt.solver.evaluate import evaluate, evaluate_order
+from npuopt.solver.hardware import DEFAULT_HARDWARE, Hardware
+from npuopt.solver.instance import load_instance, parse_instance
+from npuopt.solver.result import Status
+from npuopt.solver.solution import (
     Solution,
     buffer_lifetimes,
     op_order_of,
     op_profile,
     schedule_from_op_order,
 )
-from solver.solve import Candidate, CaseResult, SolveOptions, solve_instance
-from solver.stages.order import refine_order
+from npuopt.solver.solve import Candidate, CaseResult, SolveOptions, solve_instance
+from npuopt.solver.stages.order import refine_order
 
 from helpers import brute_force_optimum, official, reparse, tiny, tiny_data
 from strategies import HARDWARE, instances, placements, random_topological_order

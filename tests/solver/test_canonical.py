@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heuristics.placement import PlacementError, place
-from instances.generator import FAMILIES, generate
-from instances.transform import renumber
-from solver.canonical import canonicalize
-from solver.evaluate import evaluate, evaluate_order
-from solver.instance import graph_data, parse_instance
-from solver.solution import Solution
+from npuopt.heuristics.placement import PlacementError, place
+from npuopt.instances.generator import FAMILIES, generate
+from npuopt.instances.transform import renumber
+from npuopt.solver.canonical import canonicalize
+from npuopt.solver.evaluate import evaluate, evaluate_order
+from npuopt.solver.instance import graph_data, parse_instance
+from npuopt.solver.solution import Solution
 
 from helpers import official, tiny
 from strategies import HARDWARE, instances, random_topological_order

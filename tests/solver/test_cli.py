@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from instances import bundled
-from solver.cli import app
-from solver.files import write_solution
-from solver.solution import Solution, Spill
+from npuopt.instances import bundled
+from npuopt.solver.cli import app
+from npuopt.solver.files import write_solution
+from npuopt.solver.solution import Solution, Spill
 
 from helpers import data_path
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from solver.clock import process_elapsed
+from npuopt.solver.clock import process_elapsed
 
 
 def test_elapsed_grows_with_the_clock():
@@ -19,7 +19,7 @@ def test_elapsed_counts_what_ran_before_the_import():
     """A process that sleeps 0.3 s before importing the clock already shows those 0.3 s."""
     code = (
         "import time; time.sleep(0.3)\n"
-        "from solver.clock import process_elapsed\n"
+        "from npuopt.solver.clock import process_elapsed\n"
         "print(process_elapsed())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from instances import OFFICIAL_CASES
-from solver.evaluate import evaluate
-from solver.hardware import Hardware
-from solver.instance import parse_instance
-from solver.solution import Solution, Spill
+from npuopt.instances import OFFICIAL_CASES
+from npuopt.solver.evaluate import evaluate
+from npuopt.solver.hardware import Hardware
+from npuopt.solver.instance import parse_instance
+from npuopt.solver.solution import Solution, Spill
 
 from helpers import bank_hardware, official, tiny
 

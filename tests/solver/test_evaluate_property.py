@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from solver.evaluate import evaluate
-from solver.instance import Instance
-from solver.solution import Solution
+from npuopt.solver.evaluate import evaluate
+from npuopt.solver.instance import Instance
+from npuopt.solver.solution import Solution
 
 from strategies import HARDWARE, MEMS, instances, placements, random_topological_order, room
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from solver.errors import SolutionFileError
-from solver.files import ProblemFiles, atomic_write_text, read_solution, write_solution
-from solver.solution import Solution, Spill
+from npuopt.solver.errors import SolutionFileError
+from npuopt.solver.files import ProblemFiles, atomic_write_text, read_solution, write_solution
+from npuopt.solver.solution import Solution, Spill
 
 from helpers import tiny
 

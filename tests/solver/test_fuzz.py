@@ -12,11 +12,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from solver.errors import NpuoptError
-from solver.evaluate import evaluate
-from solver.files import ProblemFiles, read_solution
-from solver.hardware import DEFAULT_HARDWARE
-from solver.instance import load_instance, parse_instance
+from npuopt.solver.errors import NpuoptError
+from npuopt.solver.evaluate import evaluate
+from npuopt.solver.files import ProblemFiles, read_solution
+from npuopt.solver.hardware import DEFAULT_HARDWARE
+from npuopt.solver.instance import load_instance, parse_instance
 
 from helpers import TINY, tiny, tiny_data
 
@@ -78,7 +78,7 @@ def test_mutated_instances_load_or_raise_our_error(data):
 
 
 def _id_order(inst):
-    from solver.solution import Solution
+    from npuopt.solver.solution import Solution
 
     return Solution(order=tuple(range(inst.n_nodes)))
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from instances import bundled
-from solver.errors import HardwareError
-from solver.hardware import DEFAULT_HARDWARE, BankModel, load_hardware
+from npuopt.instances import bundled
+from npuopt.solver.errors import HardwareError
+from npuopt.solver.hardware import DEFAULT_HARDWARE, BankModel, load_hardware
 
 
 def test_contest_defaults():

@@ -9,10 +9,10 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from instances import OFFICIAL_CASES
-from solver.errors import InstanceError
-from solver.hardware import Hardware
-from solver.instance import OpNode, load_instance, parse_instance
+from npuopt.instances import OFFICIAL_CASES
+from npuopt.solver.errors import InstanceError
+from npuopt.solver.hardware import Hardware
+from npuopt.solver.instance import OpNode, load_instance, parse_instance
 
 from helpers import data_path, official, reparse, tiny, tiny_data
 

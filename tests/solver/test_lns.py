@@ -8,14 +8,14 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heuristics.neighbourhoods import ordering_neighbourhoods, peak_key
-from heuristics.ordering import list_schedule, program_rank
-from instances import bundled
-from models.ordering import OrderingData, solve_order
-from solver.instance import load_instance
-from solver.lns import LnsParams, Repaired, run_lns
-from solver.result import Status
-from solver.solution import op_order_of
+from npuopt.heuristics.neighbourhoods import ordering_neighbourhoods, peak_key
+from npuopt.heuristics.ordering import list_schedule, program_rank
+from npuopt.instances import bundled
+from npuopt.models.ordering import OrderingData, solve_order
+from npuopt.solver.instance import load_instance
+from npuopt.solver.lns import LnsParams, Repaired, run_lns
+from npuopt.solver.result import Status
+from npuopt.solver.solution import op_order_of
 
 
 class Hood:

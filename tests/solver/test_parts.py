@@ -3,15 +3,15 @@ parts solved apart."""
 
 from __future__ import annotations
 
-from heuristics.placement import place
-from instances.generator import generate
-from instances.transform import union
-from solver.evaluate import evaluate, evaluate_order
-from solver.hardware import Hardware
-from solver.instance import parse_instance
-from solver.parts import in_sequence, side_by_side, split
-from solver.solution import Solution
-from solver.solve import SolveOptions, solve_instance
+from npuopt.heuristics.placement import place
+from npuopt.instances.generator import generate
+from npuopt.instances.transform import union
+from npuopt.solver.evaluate import evaluate, evaluate_order
+from npuopt.solver.hardware import Hardware
+from npuopt.solver.instance import parse_instance
+from npuopt.solver.parts import in_sequence, side_by_side, split
+from npuopt.solver.solution import Solution
+from npuopt.solver.solve import SolveOptions, solve_instance
 
 
 def _union():

@@ -8,12 +8,12 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from heuristics.ordering import list_schedule, program_rank
-from heuristics.placement import place
-from solver import plots
-from solver.cli import app
-from solver.files import write_solution
-from solver.hardware import Hardware
+from npuopt.heuristics.ordering import list_schedule, program_rank
+from npuopt.heuristics.placement import place
+from npuopt.solver import plots
+from npuopt.solver.cli import app
+from npuopt.solver.files import write_solution
+from npuopt.solver.hardware import Hardware
 
 from helpers import data_path, tiny
 

@@ -7,18 +7,18 @@ import time
 import numpy as np
 import pytest
 
-import solver.stages.placement as placement_stage
-from heuristics.ordering import list_schedule, program_rank
-from heuristics.placement import place
-from instances.generator import generate
-from instances.transform import renumber
-from solver.bounds import TrafficBound, makespan_bound, order_bound
-from solver.budgets import P2_WORK
-from solver.evaluate import evaluate, evaluate_order
-from solver.hardware import Hardware
-from solver.instance import Instance, parse_instance
-from solver.solution import Solution, Spill
-from solver.solve import (
+import npuopt.solver.stages.placement as placement_stage
+from npuopt.heuristics.ordering import list_schedule, program_rank
+from npuopt.heuristics.placement import place
+from npuopt.instances.generator import generate
+from npuopt.instances.transform import renumber
+from npuopt.solver.bounds import TrafficBound, makespan_bound, order_bound
+from npuopt.solver.budgets import P2_WORK
+from npuopt.solver.evaluate import evaluate, evaluate_order
+from npuopt.solver.hardware import Hardware
+from npuopt.solver.instance import Instance, parse_instance
+from npuopt.solver.solution import Solution, Spill
+from npuopt.solver.solve import (
     Candidate,
     CaseResult,
     Progress,
@@ -26,7 +26,7 @@ from solver.solve import (
     refine_timing,
     solve_instance,
 )
-from solver.stages.placement import refine_placement
+from npuopt.solver.stages.placement import refine_placement
 
 from helpers import TINY, tiny
 

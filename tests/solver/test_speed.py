@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from solver.stages import order as order_stage
-from solver.stages import placement as placement_stage
-from solver.solve import SolveOptions, solve_instance
-from solver.speed import MAX_SPEED, MIN_SPEED, measure_speed, quantize
+from npuopt.solver.solve import SolveOptions, solve_instance
+from npuopt.solver.speed import MAX_SPEED, MIN_SPEED, measure_speed, quantize
+from npuopt.solver.stages import order as order_stage
+from npuopt.solver.stages import placement as placement_stage
 
 from helpers import tiny
 

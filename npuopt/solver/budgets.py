@@ -1,0 +1,84 @@
+"""How a solve spends its time limit: every share, budget and size limit of the pipeline.
+
+Each stage has a *budget* of work that is the same on every run for a given limit and speed
+factor (CP-SAT's deterministic seconds, compaction moves, traffic estimates, generator runs), and
+a wall-clock *deadline* as a share of the limit. Budgets are sized from ``SolveOptions.work_s``
+(the limit times the machine's speed factor, :mod:`solver.speed`) and from the work each part
+does per second on the reference machine (2 cores: ordering model ~0.45 deterministic s a
+second, placement model ~0.35, pipe model ~0.2), so that a run ends on its budgets, reproducibly,
+at about 90% of the limit. The deadlines only stop a machine slower than its factor says: such a
+run stays on time but may differ from run to run. The measurements behind the values are in
+``docs/decisions.md`` ("Budgets").
+"""
+
+from __future__ import annotations
+
+from npuopt.solver.lns import LnsParams
+
+# -- Problem 1 ------------------------------------------------------------------------------
+
+#: Order generators (heuristics.generators): their share of the limit (as a run count,
+#: heuristics.generators.generator_runs) and the tie-break variants tried of each.
+PORTFOLIO_SHARE, PORTFOLIO_VARIANTS = 0.05, 8
+#: Refinement budget (deterministic seconds per second of the limit) and deadline (share).
+P1_WORK, P1_DEADLINE = 0.12, 0.40
+#: The same when Problem 1 is solved alone (no placement follows).
+P1_ALONE_WORK, P1_ALONE_DEADLINE = 0.40, 0.95
+#: Buffer compaction (heuristics.compaction) before the LNS: its share of the limit, as a move
+#: count (in the pipeline, and Problem 1 alone).
+COMPACTION_SHARE, COMPACTION_ALONE_SHARE = 0.10, 0.40
+#: Moves of the closing descent after the LNS, as a share of the compaction's.
+CLOSING_DESCENT = 0.1
+#: Window LNS over the ordering model: windows of 30-50 ops close in about a second, larger
+#: ones stop closing. ``stall_depth=2``: fewer positions at the peak is progress too.
+P1_LNS = LnsParams(initial_window=30, min_window=8, max_window=50, step_time_s=1.5, stall_depth=2)
+#: When Problems 2/3 follow, the LNS stops once its key has not dropped for this share of its
+#: budget (never sooner than ``P1_STALL_MIN`` deterministic seconds) and hands the rest on.
+P1_STALL_SHARE, P1_STALL_MIN = 0.35, 10.0
+#: The full ordering model runs (for a bound and maybe the optimum) up to this many ops.
+FULL_MODEL_OPS = 400
+#: Relaxed sub-instances around the peak (solver.bounds.relaxed_instance): their share of the
+#: refinement budget, and the sizes tried in turn (ops) until one does not close.
+RELAXED_SHARE = 0.1
+RELAXED_OPS = (16, 24, 32, 40, 48, 64)
+
+# -- Problem 2 ------------------------------------------------------------------------------
+
+#: Distinct Problem 1 orders that go on to placement, after the search's and stream orders.
+ORDERS_TO_PLACE = 2
+#: Traversal search (heuristics.traversal): share of the limit (as an evaluation count) and the
+#: annealing runs it is split into, each run's order placed.
+TRAVERSAL_SHARE, TRAVERSAL_RUNS = 0.15, 3
+#: Stream-grouped orders (heuristics.streams): group sizes tried (and all streams at once), how
+#: many of the best estimates go on to placement, and their share of the limit (as estimates).
+STREAM_GROUPS, STREAM_ORDERS, STREAM_SHARE = (1, 2, 3, 4, 5, 6, 8), 3, 0.02
+#: Hoisting the COPY_INs of those orders (heuristics.streams.hoist_loads): share of the limit
+#: (as estimates) and the longest leads tried, one placed order each.
+HOIST_SHARE, HOIST_LEADS = 0.02, (256, 32)
+#: Refinement budget and deadline.
+P2_WORK, P2_DEADLINE = 0.03, 0.75
+#: The full placement model runs first up to this many buffers.
+FULL_PLACEMENT_BUFFERS = 300
+#: Window LNS over the placement model: windows are buffers to re-place, or runs of nodes to
+#: re-order.
+P2_LNS = LnsParams(initial_window=12, min_window=4, max_window=80, step_time_s=2.0)
+
+# -- Problem 3 ------------------------------------------------------------------------------
+
+#: Refinement budget and deadline (the rest of the limit is for writing files).
+P3_WORK, P3_DEADLINE = 0.14, 0.97
+#: The full pipe model runs first up to this many nodes (spill nodes included).
+FULL_PIPE_NODES = 400
+#: Window LNS over the pipe model: windows are runs of nodes by start time.
+P3_LNS = LnsParams(initial_window=80, min_window=20, max_window=2000, step_time_s=0.4)
+#: Deterministic seconds of the pipe model per second of the reference machine, and per
+#: deterministic second of the ordering and placement models handed over when their stages end
+#: early (their rates, ~0.45 and ~0.35 a second).
+P3_RATE = 0.2
+P1_TO_P3_WORK = P3_RATE / 0.45
+P2_TO_P3_WORK = P3_RATE / 0.35
+
+# -- Independent parts ----------------------------------------------------------------------
+
+#: Share of the limit kept for putting independent parts together (solver.parts).
+COMPOSE_SHARE = 0.05

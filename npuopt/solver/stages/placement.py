@@ -1,0 +1,358 @@
+"""Problem 2 stage: orders to place, each placed with every policy, and the best refined.
+
+Orders come from a traversal search (:mod:`heuristics.traversal`: simulated annealing over the
+order of L0-connected units, on an address-free traffic estimate, from the list scheduler's
+best order), from stream grouping (:mod:`heuristics.streams`: a few independent computations at
+a time, built on the Problem 1 orders, the topological one and every generator's, their
+COPY_INs hoisted as far as the estimate allows) and from Problem 1 (the list scheduler's best
+order and the refined one). Each is placed with each placement policy
+(:mod:`heuristics.placement`) and reordered for the pipes with the placement kept
+(:mod:`heuristics.pipes`). The best is refined by the CP-SAT placement model
+(:mod:`models.placement`): the full model on small instances, then windowed LNS, whose windows
+re-place buffers or re-order a run of nodes and re-place their buffers in the same model.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from npuopt.heuristics.neighbourhoods import Reorder, placement_neighbourhoods, traffic_key
+from npuopt.heuristics.pipes import compact
+from npuopt.heuristics.placement import PLACEMENT_POLICIES, PlacementError, place
+from npuopt.heuristics.streams import grouped_op_order, hoist_loads, stream_of
+from npuopt.heuristics.traversal import (
+    TraversalParams,
+    cluster_units_for,
+    estimate_traffic,
+    evaluations_for,
+    search_traversal,
+)
+from npuopt.models.placement import solve_placement
+from npuopt.solver.bounds import traffic_bound
+from npuopt.solver.budgets import (
+    FULL_PLACEMENT_BUFFERS,
+    HOIST_LEADS,
+    HOIST_SHARE,
+    ORDERS_TO_PLACE,
+    P2_DEADLINE,
+    P2_LNS,
+    P2_TO_P3_WORK,
+    P2_WORK,
+    STREAM_GROUPS,
+    STREAM_ORDERS,
+    STREAM_SHARE,
+    TRAVERSAL_RUNS,
+    TRAVERSAL_SHARE,
+)
+from npuopt.solver.case import Candidate, CaseResult, SolveOptions, offer, wall_cap
+from npuopt.solver.evaluate import evaluate
+from npuopt.solver.instance import Instance
+from npuopt.solver.lns import Repaired, Step, run_lns
+from npuopt.solver.result import Status
+from npuopt.solver.solution import Solution, op_order_of, schedule_from_op_order
+from npuopt.solver.stages.order import OrderStage
+
+log = logging.getLogger(__name__)
+
+
+def placement_stage(
+    instance: Instance,
+    options: SolveOptions,
+    result: CaseResult,
+    started: float,
+    report: Callable[[str, str], None],
+    rng: np.random.Generator,
+    p1: OrderStage,
+) -> tuple[float, float]:
+    """Run the Problem 2 stage (module docstring), recording its candidates and answer in
+    ``result``. Returns the Problem 3 work it handed on (deterministic seconds) and the longest
+    whole-graph pass it timed (placing and evaluating one candidate)."""
+    deadline = started + options.time_limit_s
+    result.p2_bound = traffic_bound(instance, options.hardware)
+    report("bounds", f"P2 traffic >= {result.p2_bound.units:,}")
+
+    # The list scheduler's best order comes first: the traversal search starts from it. The
+    # refined Problem 1 order follows; it keeps residency low by running less at once.
+    orders: list[tuple[str, tuple[int, ...]]] = []
+    listed = [(run.name, run.solution.order) for run in p1.runs]
+    refined = [(result.p1.method, result.p1.solution.order)] if result.p1 is not None else []
+    for method, order in listed[:1] + refined + listed[1:]:
+        if len(orders) < ORDERS_TO_PLACE and order not in (o for _, o in orders):
+            orders.append((method, order))
+    if not orders:
+        orders.append(("topological", instance.topological_order))
+    traversals = _search_traversal(instance, options, orders[0][1], rng, deadline, report)
+    for traversal in reversed(traversals):
+        if traversal not in (o for _, o in orders):
+            orders.insert(0, ("traversal", traversal))
+    orders[:0] = _stream_orders(instance, options, orders, p1.starts, report)
+    # Each candidate is a whole-graph pass (place, compact, evaluate twice); the next one
+    # starts only if it fits before the Problem 2 deadline too, leaving Problem 3 its share.
+    p2_deadline = started + P2_DEADLINE * options.time_limit_s
+    pass_s = 0.0
+    for method, order in orders:
+        for policy in PLACEMENT_POLICIES:
+            began = time.monotonic()
+            if result.candidates and began + pass_s > p2_deadline:
+                break
+            candidate = _place_and_compact(instance, order, options, f"{method}+{policy}")
+            pass_s = max(pass_s, time.monotonic() - began)
+            if candidate is not None and candidate.evaluation.valid:
+                result.candidates.append(candidate)
+    if not result.candidates:
+        report("P2", "no valid placement found")
+        return 0.0, pass_s
+    result.p2 = min(result.candidates, key=lambda c: c.evaluation.objective())
+    result.note()
+    handed = 0.0
+    if options.method == "full":
+        handed = P2_TO_P3_WORK * refine_placement(instance, result, options, rng, started, report)
+    e2 = result.p2.evaluation
+    report(
+        "P2",
+        f"traffic {e2.extra_traffic_units:,} in {e2.spill_count:,} spills, "
+        f"makespan {e2.makespan_cycles:,} ({result.p2.method})",
+    )
+    return handed, pass_s
+
+
+def _search_traversal(
+    instance: Instance,
+    options: SolveOptions,
+    start: tuple[int, ...],
+    rng: np.random.Generator,
+    deadline: float,
+    report: Callable[[str, str], None],
+) -> list[tuple[int, ...]]:
+    """Unit-order search for Problem 2 (:mod:`heuristics.traversal`) on its share of the time
+    limit, budgeted in evaluations so the run is reproducible: ``TRAVERSAL_RUNS`` annealing
+    runs from one starting point with their own seeds, each on its share of the evaluations.
+    Returns their orders, lowest estimate first (every one goes on to placement)."""
+    evaluations = evaluations_for(instance, TRAVERSAL_SHARE * options.work_s)
+    share = max(1, evaluations // TRAVERSAL_RUNS)
+    # The count is the budget; the clock only stops a search the count misjudged.
+    stop = min(deadline, time.monotonic() + 2 * TRAVERSAL_SHARE * options.time_limit_s)
+    runs = search_traversal(
+        instance,
+        options.hardware,
+        op_order_of(instance, start),
+        [np.random.default_rng(int(seed)) for seed in rng.integers(2**31, size=TRAVERSAL_RUNS)],
+        TraversalParams(
+            max_evaluations=share,
+            max_cluster_units=cluster_units_for(0.1 * options.work_s),
+        ),
+        deadline=stop,
+    )
+    runs.sort(key=lambda run: run[1])
+    estimates = ", ".join(f"{estimate:,}" for _, estimate in runs)
+    report(
+        "P2-order",
+        f"traversal search: estimated traffic {estimates} ({TRAVERSAL_RUNS} x {share:,} "
+        "evaluations)",
+    )
+    orders: list[tuple[int, ...]] = []
+    for op_order, _ in runs:
+        try:
+            orders.append(schedule_from_op_order(instance, op_order))
+        except ValueError:
+            continue  # no schedule keeps the order (single residency): not a candidate
+    return orders
+
+
+def _stream_orders(
+    instance: Instance,
+    options: SolveOptions,
+    orders: Sequence[tuple[str, tuple[int, ...]]],
+    starts: Sequence[tuple[str, Sequence[int]]],
+    report: Callable[[str, str], None],
+) -> list[tuple[str, tuple[int, ...]]]:
+    """Stream-grouped orders (:mod:`heuristics.streams`) from the Problem 1 orders (the list
+    scheduler's and the refined one), the topological one and the generators' (``starts``),
+    ``STREAM_GROUPS`` streams at a time, each group's streams as the base ran them and merged
+    to share their loads: the ``STREAM_ORDERS`` of least estimated traffic
+    (:func:`heuristics.traversal.estimate_traffic`) that beat every order in ``orders``, within
+    ``STREAM_SHARE`` of the limit (as an estimate count). None when the graph is one stream."""
+    streams = stream_of(instance)
+    count = len(set(streams.values()))
+    if count < 2:
+        return []
+    hardware = options.hardware
+    to_beat = min(
+        (estimate_traffic(instance, op_order_of(instance, o), hardware) for _, o in orders),
+        default=None,
+    )
+    bases: list[tuple[str, Sequence[int]]] = [
+        (m, op_order_of(instance, o)) for m, o in orders if m != "traversal"
+    ]
+    bases.append(("topological", op_order_of(instance, instance.topological_order)))
+    bases += list(starts)
+    plan = [
+        (interleave, size, name, base)
+        for name, base in bases
+        for size in sorted({g for g in STREAM_GROUPS if g < count} | {count})
+        for interleave in (True, False)
+    ]
+    budget = evaluations_for(instance, STREAM_SHARE * options.work_s)
+    found: list[tuple[int, str, tuple[int, ...]]] = []
+    for interleave, size, name, base in plan[:budget]:
+        try:
+            op_order = grouped_op_order(instance, base, streams, size, interleave)
+        except ValueError:
+            continue  # a COPY_IN waits for a stream op of a later group
+        estimate = estimate_traffic(instance, op_order, hardware)
+        if to_beat is None or estimate < to_beat:
+            merged = "merged" if interleave else ""
+            found.append((estimate, f"streams{size}{merged}-{name}", op_order))
+    found.sort(key=lambda f: f[0])
+    kept: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = []  # method, ops, schedule
+    for estimate, method, op_order in found:
+        if len(kept) == STREAM_ORDERS:
+            break
+        if op_order in (ops for _, ops, _ in kept):
+            continue
+        try:
+            kept.append((method, op_order, schedule_from_op_order(instance, op_order)))
+        except ValueError:
+            continue  # the order leaves a node unscheduled
+        report("P2-order", f"{method}: estimated traffic {estimate:,} ({count} streams)")
+    # The same orders with their COPY_INs as early as the estimate allows, placed first.
+    tries = len(kept) * len(HOIST_LEADS)
+    estimates = evaluations_for(instance, HOIST_SHARE * options.work_s) // max(tries, 1)
+    hoisted: list[tuple[str, tuple[int, ...]]] = []
+    seen = {ops for _, ops, _ in kept}
+    for method, ops, _ in kept:
+        for lead in HOIST_LEADS:
+            early = hoist_loads(instance, ops, hardware, lead, max_estimates=estimates)
+            if early in seen:
+                continue
+            seen.add(early)
+            try:
+                order = schedule_from_op_order(instance, early)
+            except ValueError:
+                continue
+            hoisted.append((f"{method}-hoisted{lead}", order))
+    return hoisted + [(method, order) for method, _, order in kept]
+
+
+def _place_and_compact(
+    instance: Instance, order: tuple[int, ...], options: SolveOptions, method: str
+) -> Candidate | None:
+    try:
+        placed = place(instance, order, options.hardware, method.rsplit("+", 1)[1])
+    except PlacementError as exc:
+        log.warning("%s: %s", method, exc)
+        return None
+    first = evaluate(instance, placed, 2, options.hardware, options.reuse_rule)
+    if not first.valid:
+        log.warning("%s: placement invalid: %s", method, first.violations[:1])
+        return Candidate(method, placed, first)
+    compacted = compact(instance, placed)
+    evaluation = evaluate(instance, compacted, 2, options.hardware, options.reuse_rule)
+    if not evaluation.valid:  # compaction keeps validity by construction; never trust it blindly
+        log.warning("%s: compaction broke validity: %s", method, evaluation.violations[:1])
+        return Candidate(method, placed, first)
+    if evaluation.objective() > first.objective():  # a list schedule is no guarantee
+        return Candidate(method, placed, first)
+    return Candidate(f"{method}+compact", compacted, evaluation)
+
+
+def refine_placement(
+    instance: Instance,
+    result: CaseResult,
+    options: SolveOptions,
+    rng: np.random.Generator,
+    started: float,
+    report: Callable[[str, str], None],
+) -> float:
+    """Problem 2 refinement of the best placement for its budget (``P2_WORK``): the
+    full CP-SAT placement model on small instances, then windowed LNS (re-placement and
+    re-ordering windows). Every improvement is judged by the evaluator and offered to the
+    result at once, as it is and pipe-compacted.
+
+    Returns the budget left when nothing was left to find (no spills; the full model's
+    optimum for the order; traffic at its bound), else 0."""
+    assert result.p2 is not None
+    deadline = started + P2_DEADLINE * options.time_limit_s
+    # From the configured limit, never from the clock: the same work on every run.
+    budget = P2_WORK * options.work_s
+    if not result.p2.solution.spills:
+        return budget
+    if deadline <= time.monotonic():
+        return 0.0
+    hardware = options.hardware
+    seed = int(rng.integers(2**31))
+    method = f"{result.p2.method}+cp-sat-placement"
+
+    def keep(solution: Solution) -> None:
+        for variant, suffix in ((solution, ""), (compact(instance, solution), "+compact")):
+            judged = evaluate(instance, variant, 2, hardware, options.reuse_rule)
+            if judged.valid:  # valid by construction; never trust it blindly
+                offer(result, Candidate(method + suffix, variant, judged), options)
+            else:
+                log.warning("placement model gave an invalid solution: %s", judged.violations[:1])
+
+    start = result.p2.solution
+    if len(instance.buffers) <= FULL_PLACEMENT_BUFFERS:
+        full = solve_placement(
+            instance,
+            start,
+            hardware,
+            time_limit_s=budget,
+            seed=seed,
+            deterministic=True,
+            params=wall_cap(deadline),
+        )
+        budget -= float(full.info.get("deterministic_time", 0.0))
+        if full.bound is not None:
+            result.p2_order_bound = full.bound
+        if full.solution is not None and traffic_key(instance, full.solution) < traffic_key(
+            instance, start
+        ):
+            start = full.solution
+            keep(start)
+        if full.status is Status.OPTIMAL:
+            return max(budget, 0.0)  # nothing left to find for this order: hand it on
+
+    def repair(
+        incumbent: Solution, window: Collection[int], time_limit_s: float, seed: int
+    ) -> Repaired[Solution]:
+        reorder = isinstance(window, Reorder)  # original nodes, not buffers
+        answer = solve_placement(
+            instance,
+            incumbent,
+            hardware,
+            () if reorder else window,
+            reorder=window if reorder else (),
+            time_limit_s=time_limit_s,
+            seed=seed,
+            deterministic=True,
+            params=wall_cap(deadline),
+        )
+        work = float(answer.info.get("deterministic_time", time_limit_s))
+        return Repaired(answer.solution, answer.status is Status.OPTIMAL, answer.status.value, work)
+
+    def on_step(step: Step) -> None:
+        if step.outcome == "best" and step.after is not None:
+            report("P2-lns", f"traffic {step.after[0]:,} in {step.after[1]:,} spills")
+
+    result.p2_lns = run_lns(
+        start,
+        lambda s: traffic_key(instance, s),
+        placement_neighbourhoods(instance, hardware),
+        repair,
+        np.random.default_rng(seed),
+        deadline,
+        replace(P2_LNS, work_budget=max(budget, 0.0)),
+        lower_bound=(result.p2_bound.units if result.p2_bound else 0, 2**62),
+        on_step=on_step,
+        on_best=keep,
+    )
+    # No stall rule here: at 600 s the P2 LNS cut no traffic on any official case, but a stall
+    # after 40% of its budget lost the generated conv36k's one cut (54,176; 54,560 without it,
+    # results/2026-11-23_pipeline-600s-grid), which came later.
+    return max(budget - result.p2_lns.work, 0.0) if result.p2_lns.proven_optimal else 0.0
