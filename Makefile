@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-slow lint bench clean
+.PHONY: demo test test-slow lint bench clean package-check
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/cases.py
@@ -25,8 +25,11 @@ test: lint
 test-slow: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m slow
 
+package-check: $(BIN)/.installed
+	$(BIN)/python .ci/package_check.py
+
 lint: $(BIN)/.installed
-	$(BIN)/ruff check npuopt tests benchmarks
+	$(BIN)/ruff check npuopt tests benchmarks .ci
 	$(BIN)/mypy npuopt
 
 clean:
