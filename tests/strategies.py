@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from solver.hardware import Hardware
-from solver.instance import Instance, parse_instance
-from solver.solution import Solution, Spill
+from npuopt.solver.hardware import Hardware
+from npuopt.solver.instance import Instance, parse_instance
+from npuopt.solver.solution import Solution, Spill
 
 HARDWARE = Hardware(capacity={"UB": 24, "L1": 24, "L0A": 12})
 MEMS = ("UB", "L1", "L0A")
