@@ -36,7 +36,7 @@ from npuopt.solver.evaluate import Evaluation, ReuseRule
 from npuopt.solver.evaluate import evaluate as _evaluate
 from npuopt.solver.files import ProblemFiles, read_solution, write_solution
 from npuopt.solver.hardware import DEFAULT_HARDWARE, Hardware, load_hardware
-from npuopt.solver.instance import Instance, load_instance, parse_instance
+from npuopt.solver.instance import Instance, check_solvable, load_instance, parse_instance
 from npuopt.solver.report import case_summary, gap
 from npuopt.solver.solution import Solution, Spill
 from npuopt.solver.solve import Candidate, CaseResult, Progress, SolveOptions, solve_instance
@@ -248,6 +248,7 @@ def solve(
         raise NpuoptError(f"reuse_rule {reuse_rule!r}: choose residency or literal")
     machine = _hardware(hardware)
     instance = load(graph, hardware=machine)
+    check_solvable(instance, machine, wanted, instance.name)
     options = SolveOptions(
         problems=wanted,
         time_limit_s=float(time_limit),

@@ -35,7 +35,13 @@ from npuopt.solver.errors import NpuoptError
 from npuopt.solver.evaluate import evaluate as evaluate_solution
 from npuopt.solver.files import ProblemFiles, atomic_write_text, read_solution, write_solution
 from npuopt.solver.hardware import DEFAULT_HARDWARE, Hardware, load_hardware
-from npuopt.solver.instance import Instance, graph_data, load_instance, parse_instance
+from npuopt.solver.instance import (
+    Instance,
+    check_solvable,
+    graph_data,
+    load_instance,
+    parse_instance,
+)
 from npuopt.solver.report import (
     case_summary,
     evaluation_dict,
@@ -257,10 +263,12 @@ def solve(
     with bad_input_exits():
         hardware = load_hardware(hardware_file) if hardware_file else DEFAULT_HARDWARE
         loaded: list[tuple[Instance, float]] = []
+        problems = (1, 2, 3) if problem is ProblemChoice.all else (int(problem.value),)
         for g in graphs or [DEMO_GRAPH]:
             began = time.monotonic()
-            loaded.append((load_instance(g, hardware), time.monotonic() - began))
-    problems = (1, 2, 3) if problem is ProblemChoice.all else (int(problem.value),)
+            instance = load_instance(g, hardware)
+            check_solvable(instance, hardware, problems, g)
+            loaded.append((instance, time.monotonic() - began))
     factor = _speed(speed, quiet)
     options = SolveOptions(
         problems=problems,
@@ -387,29 +395,42 @@ def generate(
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed; same seed, same graph.")] = 0,
+    jitter: Annotated[
+        float,
+        typer.Option(
+            min=0.0, max=0.99, help="Vary every size and cycle count by up to +-F (seeded)."
+        ),
+    ] = 0.0,
 ) -> None:
     """Generate a contest-shaped instance and write it as JSON.
 
     Families and their parameters: conv (layers, tiles, groups, halo, residual), matmul (m, n,
     k), flashattention (rows, cols), random (layers, width, fan_in), compose (matmul, then
-    flashattention, then conv, chained).
+    flashattention, then conv, chained). With --jitter, sizes may outgrow a memory: npuopt
+    solve then says which op cannot be placed.
     """
     with bad_input_exits():
         if family not in FAMILIES:
             raise NpuoptError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
         shape = dict(_parameter(text) for text in param or [])
         try:
-            data = generate_graph(family, seed=seed, nodes=nodes, **shape)
+            data = generate_graph(family, seed=seed, nodes=nodes, jitter=jitter, **shape)
         except (ValueError, TypeError) as exc:
             raise NpuoptError(f"generate {family}: {exc}") from None
         instance = parse_instance(data, name=out.stem, source=f"generated {family}")
+    _write_graph(out, data)
+    jittered = f", jitter {jitter:g}" if jitter else ""
+    typer.echo(
+        f"{out}: {instance.n_nodes:,} nodes, {len(instance.edge_array()):,} edges, "
+        f"{len(instance.buffers):,} buffers ({family}, seed {seed}{jittered})"
+    )
+
+
+def _write_graph(out: Path, data: dict[str, Any]) -> None:
+    """A graph as JSON, one node per line (diffs stay readable), written atomically."""
     text = '{"Nodes": [\n' + ",\n".join(json.dumps(n) for n in data["Nodes"])
     text += '\n],\n"Edges": ' + json.dumps(data["Edges"]) + "}\n"
     atomic_write_text(out, text)
-    typer.echo(
-        f"{out}: {instance.n_nodes:,} nodes, {len(instance.edge_array()):,} edges, "
-        f"{len(instance.buffers):,} buffers ({family}, seed {seed})"
-    )
 
 
 @app.command()
@@ -431,9 +452,7 @@ def rename(
         datas = [graph_data(load_instance(g)) for g in graphs]
         data = renumber(datas[0], seed) if len(datas) == 1 else union(datas, seed)
         instance = parse_instance(data, name=out.stem, source="renamed graph")
-    text = '{"Nodes": [\n' + ",\n".join(json.dumps(n) for n in data["Nodes"])
-    text += '\n],\n"Edges": ' + json.dumps(data["Edges"]) + "}\n"
-    atomic_write_text(out, text)
+    _write_graph(out, data)
     what = "renumbered" if len(graphs) == 1 else f"{len(graphs)} graphs side by side"
     size = f"{instance.n_nodes:,} nodes, {len(instance.buffers):,} buffers"
     typer.echo(f"{out}: {size} ({what}, seed {seed})")

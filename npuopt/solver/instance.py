@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import heapq
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -33,7 +33,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from npuopt.solver.errors import InstanceError
-from npuopt.solver.hardware import DEFAULT_HARDWARE, MEMORIES, Hardware
+from npuopt.solver.hardware import DEFAULT_HARDWARE, L0_MEMORIES, MEMORIES, Hardware
 
 BUFFER_OPS = ("ALLOC", "FREE")
 COPY_IN = "COPY_IN"
@@ -298,6 +298,53 @@ class Instance(BaseModel):
                     f"buffer {buf.buf_id} (ALLOC node {buf.alloc}) has Size {buf.size_units}, "
                     f"larger than {buf.memory} capacity {capacity}"
                 )
+
+    def placement_error(self, hardware: Hardware) -> str | None:
+        """Why no placement exists on ``hardware`` (Problems 2 and 3), or ``None``.
+
+        An op needs all its buffers resident at once, each at an offset that is a multiple of
+        its memory's alignment; so the buffers of one op in one memory, each rounded up to the
+        alignment, must fit the capacity together. This is the only obstacle: when every op
+        passes, :func:`npuopt.heuristics.placement.place` always finds a placement (see its
+        fallback). Problem 1 has no capacities and is not concerned.
+        """
+        for v in self._op_ids:
+            need: dict[str, int] = {}
+            for b in self.bufs_of(v):
+                buf = self._buffers[b]
+                a = hardware.alignment(buf.memory)
+                need[buf.memory] = need.get(buf.memory, 0) + -(-buf.size_units // a) * a
+            for memory, units in sorted(need.items()):
+                capacity = hardware.capacity(memory)
+                if units > capacity:
+                    node = self.nodes[v]
+                    aligned = (
+                        f", each aligned to {hardware.alignment(memory)}"
+                        if hardware.alignment(memory) > 1
+                        else ""
+                    )
+                    return (
+                        f"op {v} ({node.op}) needs {units:,} units of {memory} at once (its "
+                        f"buffers{aligned}), more than the capacity {capacity:,}"
+                    )
+        return None
+
+    def order_error(self) -> str | None:
+        """Why no Problem 1 order exists, as far as one op shows it, or ``None``: an op using
+        two buffers of one L0 memory can never run, since Problem 1 keeps at most one L0
+        buffer live per memory."""
+        for v in self._op_ids:
+            seen: dict[str, int] = {}
+            for b in self.bufs_of(v):
+                memory = self._buffers[b].memory
+                if memory in L0_MEMORIES:
+                    if memory in seen:
+                        return (
+                            f"op {v} ({self.nodes[v].op}) uses two {memory} buffers "
+                            f"({seen[memory]} and {b}), while Problem 1 keeps one live at a time"
+                        )
+                    seen[memory] = b
+        return None
 
 
 # -- validation helpers ------------------------------------------------------------------------
@@ -592,6 +639,31 @@ def relabel(
         (new_id[a], new_id[b]) for a in nodes for b in instance.successors[a] if b in new_id
     )
     return Instance.model_validate({"Nodes": data, "Edges": [list(e) for e in edges], "name": name})
+
+
+def check_solvable(
+    instance: Instance, hardware: Hardware, problems: Collection[int], source: str | Path
+) -> None:
+    """Raise when one of ``problems`` has no answer: Problem 1 when an op needs two buffers of
+    one L0 memory (:meth:`Instance.order_error`), Problems 2 and 3 when an op's buffers do not
+    fit their memory together on ``hardware`` (:meth:`Instance.placement_error`). The message
+    names ``source``, the op and the memory (with demand and capacity), the problems asked that
+    cannot be solved and the ones that still can."""
+    order, place = instance.order_error(), instance.placement_error(hardware)
+    blocked = {1} if order else set()
+    blocked |= {2, 3} if place else set()
+    asked = blocked & set(problems)
+    if not asked:
+        return
+    reason = place if {2, 3} & asked else order
+    names = [str(p) for p in sorted(asked)]
+    cannot = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    rest = sorted({1, 2, 3} - blocked)
+    can = f" (Problem {rest[0]} can: --problem {rest[0]})" if len(rest) == 1 else ""
+    if len(rest) == 2:
+        can = f" (Problems {rest[0]} and {rest[1]} can: --problem {rest[0]} or {rest[1]})"
+    noun = "Problem" if len(asked) == 1 else "Problems"
+    raise InstanceError(f"{source}: {reason}: {noun} {cannot} cannot be solved{can}")
 
 
 def case_name(path: str | Path) -> str:

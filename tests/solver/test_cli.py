@@ -231,24 +231,37 @@ def test_an_existing_result_is_kept_unless_overwrite(tmp_path):
     assert again.exit_code == 0 and len(schedule.read_text().split()) == 7
 
 
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-def test_interrupt_writes_the_best_so_far(tmp_path, sig):
+@pytest.mark.parametrize(
+    ("sig", "stage"), [("SIGINT", "P1"), ("SIGTERM", "P1"), ("SIGTERM", "P2-first")]
+)
+def test_interrupt_writes_the_best_so_far(tmp_path, sig, stage):
     """Issue 8: SIGINT or SIGTERM during a solve writes the best answers found so far (valid
     under the evaluator) and a summary marked interrupted, then exits 130. The signal comes
-    once Problem 1's list scheduler has answered, during the CP-SAT refinement."""
+    once Problem 1's list scheduler has answered, during the CP-SAT refinement; or (issue 23)
+    once Problem 2's first placement is in, during its order search: Problems 2 and 3 then
+    have valid files too."""
     exe = Path(sys.executable).with_name("npuopt")
     if not exe.exists():
         pytest.skip(f"console script not installed beside {sys.executable}")
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [exe, "solve", "--out", out, "--time-limit", "300", "--seed", "1"],
+        [
+            exe,
+            "solve",
+            "--out",
+            out,
+            "--time-limit",
+            "300" if stage == "P1" else "40",
+            "--seed",
+            "1",
+        ],
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     assert proc.stderr is not None
-    for line in proc.stderr:  # progress lines: wait for the first Problem 1 answer
-        if "] P1:" in line:
+    for line in proc.stderr:  # progress lines: wait for the stage's first answer
+        if f"] {stage}:" in line:
             break
     proc.send_signal(getattr(__import__("signal"), sig))
     _, err = proc.communicate(timeout=120)
@@ -256,8 +269,11 @@ def test_interrupt_writes_the_best_so_far(tmp_path, sig):
     assert f"interrupted ({sig})" in err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["interrupted"] == sig and summary["cases"][0]["interrupted"] == sig
-    check = run("evaluate", bundled("demo_conv.json"), "--problem", 1, "--dir", out / "Problem1")
-    assert check.exit_code == 0, check.output
+    problems = (1, 2, 3) if stage == "P2-first" else (1,)
+    for problem in problems:
+        folder = out / f"Problem{problem}"
+        check = run("evaluate", bundled("demo_conv.json"), "--problem", problem, "--dir", folder)
+        assert check.exit_code == 0, check.output
 
 
 def test_generate_every_family_with_params(tmp_path):
@@ -284,3 +300,40 @@ def test_generate_bad_params_exit_2(tmp_path, args, words):
     result = run("generate", "matmul", *args, "--out", tmp_path / "x.json")
     assert result.exit_code == 2 and words in result.output
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("memory", "capacity"), [("L1", 4096), ("UB", 1024), ("L0A", 256), ("L0B", 256), ("L0C", 512)]
+)
+def test_an_op_too_big_for_its_memory_exits_2_naming_it_and_writes_nothing(
+    tmp_path, memory, capacity
+):
+    """Issue 23: an op whose two buffers each fit the memory but not together: Problems 2 and
+    3 have no answer, so solve says so before solving (exit 2, nothing written); Problem 1,
+    which has no capacities, still runs."""
+    size = capacity // 2 + 1
+    nodes = [
+        {"Id": 0, "Op": "ALLOC", "BufId": 0, "Size": size, "Type": memory},
+        {"Id": 1, "Op": "ALLOC", "BufId": 1, "Size": size, "Type": memory},
+        {"Id": 2, "Op": "MIX", "Pipe": "VECTOR", "Cycles": 5, "Bufs": [0, 1]},
+        {"Id": 3, "Op": "FREE", "BufId": 0, "Size": size, "Type": memory},
+        {"Id": 4, "Op": "FREE", "BufId": 1, "Size": size, "Type": memory},
+    ]
+    graph = tmp_path / "big.json"
+    graph.write_text(json.dumps({"Nodes": nodes, "Edges": [[0, 2], [1, 2], [2, 3], [2, 4]]}))
+    out = tmp_path / "out"
+    result = run("solve", graph, "--out", out, "--time-limit", 5)
+    assert result.exit_code == 2
+    message = result.output.strip().splitlines()[-1]
+    assert f"op 2 (MIX) needs {2 * size:,} units of {memory} at once" in message
+    assert f"capacity {capacity:,}" in message
+    assert not out.exists()
+    alone = run("solve", graph, "--out", out, "--time-limit", 5, "--problem", 1, "--quiet")
+    if memory in ("L1", "UB"):  # Problem 1 has no capacities
+        assert message.endswith("Problems 2 and 3 cannot be solved (Problem 1 can: --problem 1)")
+        assert alone.exit_code == 0, alone.output
+        assert (out / "Problem1" / "big_schedule.txt").exists()
+        assert not (out / "Problem2").exists()
+    else:  # nor can Problem 1, which keeps one L0 buffer live at a time
+        assert message.endswith("Problems 1, 2 and 3 cannot be solved")
+        assert alone.exit_code == 2 and "uses two" in alone.output and not out.exists()
