@@ -155,17 +155,9 @@ def place(
     """
     if policy not in PLACEMENT_POLICIES:
         raise ValueError(f"unknown placement policy {policy!r}; choose from {PLACEMENT_POLICIES}")
-    for v in instance.op_ids:
-        need: dict[str, int] = {}
-        for b in instance.bufs_of(v):
-            buf = instance.buffers[b]
-            need[buf.memory] = need.get(buf.memory, 0) + buf.size_units
-        for memory, units in need.items():
-            if units > hardware.capacity(memory):
-                raise PlacementError(
-                    f"op {v} ({instance.nodes[v].op}) uses {units} units of {memory}, more than "
-                    f"its capacity {hardware.capacity(memory)}: no placement exists"
-                )
+    error = instance.placement_error(hardware)
+    if error is not None:
+        raise PlacementError(f"{error}: no placement exists")
     return _Placer(instance, order, hardware, policy).run()
 
 
@@ -238,9 +230,44 @@ class _Placer:
             if not missing:
                 return
             self.reload(max(missing, key=lambda b: (sizes[b], -b)), p, pinned)
-        raise PlacementError(
-            f"op {v}: its buffers {sorted(bufs)} keep displacing each other at position {p}"
-        )
+        self.pack(v, p)  # they keep displacing each other: the rule that cannot fail
+
+    def pack(self, v: int, p: int) -> None:
+        """Last resort for op ``v`` at position ``p``: in every memory where one of its buffers
+        is still in DDR, spill every resident buffer (the op's own included) and reload the
+        op's buffers of that memory one after another from offset 0, each at the next aligned
+        offset.
+
+        This always succeeds when :meth:`Instance.placement_error` finds nothing, and the
+        answer stays valid. Proof: the memory is empty once its residents are spilled; the
+        op's buffers there, each rounded up to the alignment, sum to at most the capacity, so
+        packing them from 0 ends within it, every offset aligned. Other memories are not
+        touched. Each SPILL_OUT is emitted at ``p``, when its buffer is resident and after all
+        its earlier uses (they lie before ``p`` in the order); each SPILL_IN either comes here,
+        before ``v`` runs, or later, before the buffer's next use or FREE, where the normal
+        reloads put it. So every buffer's events keep the form ALLOC (SPILL_OUT SPILL_IN)*
+        FREE, no use falls between a SPILL_OUT and its SPILL_IN, and resident segments never
+        overlap in address (a reload takes free units only). The price is traffic, which the
+        refinement stages then try to win back.
+        """
+        buffers = self.inst.buffers
+        own: dict[str, list[int]] = {}
+        for b in self.inst.bufs_of(v):
+            own.setdefault(buffers[b].memory, []).append(b)
+        for memory, mine in sorted(own.items()):
+            if not any(b in self.in_ddr for b in mine):
+                continue
+            pool = self.pools[memory]
+            for resident in list(pool.owners):
+                self.spill(resident, p)
+            offset = 0
+            for b in sorted(mine, key=lambda b: (-buffers[b].size_units, b)):
+                offset = pool.align_up(offset)
+                k = self.in_ddr.pop(b)
+                self.spills[k][1] = offset
+                pool.add(offset, buffers[b].size_units, b)
+                self.out.append(self.n + 2 * k + 1)
+                offset += buffers[b].size_units
 
     def reload(self, b: int, p: int, pinned: set[int]) -> None:
         k = self.in_ddr.pop(b)

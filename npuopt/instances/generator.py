@@ -448,9 +448,14 @@ def compose(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return {"Nodes": nodes, "Edges": edges}
 
 
-def generate(family: str, seed: int, nodes: int | None = None, **shape: int) -> dict[str, Any]:
+def generate(
+    family: str, seed: int, nodes: int | None = None, jitter: float = 0.0, **shape: int
+) -> dict[str, Any]:
     """Generate a graph of ``family`` from ``seed``: about ``nodes`` nodes, or an explicit shape
-    (the family's shape fields as keywords; defaults for the rest)."""
+    (the family's shape fields as keywords; defaults for the rest). With ``jitter`` every
+    buffer's size and every op's cycles are varied afterwards (:func:`jittered`)."""
+    if jitter:
+        return jittered(generate(family, seed, nodes, **shape), jitter, seed)
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
     rng = np.random.default_rng(seed)
@@ -469,6 +474,31 @@ def generate(family: str, seed: int, nodes: int | None = None, **shape: int) -> 
         return random_dag(r, rng)
     c = ConvShape.for_nodes(nodes) if nodes is not None else _shape(ConvShape, shape)
     return conv(c, rng)
+
+
+def jittered(graph: dict[str, Any], jitter: float, seed: int) -> dict[str, Any]:
+    """``graph`` with every buffer's ``Size`` and every op's ``Cycles`` multiplied by a factor
+    drawn uniformly from ``[1 - jitter, 1 + jitter]`` (seeded; sizes stay at least 1, a
+    buffer's ALLOC and FREE agree). The structure is unchanged; the sizes may no longer fit:
+    an op whose buffers outgrow their memory makes Problems 2 and 3 infeasible, which
+    ``npuopt solve`` reports (exit 2)."""
+    if not 0.0 <= jitter < 1.0:
+        raise ValueError(f"jitter must be in [0, 1), not {jitter}")
+    rng = np.random.default_rng([seed, 1_000_003])
+    size_of: dict[int, int] = {}
+    nodes = []
+    for node in graph["Nodes"]:
+        node = dict(node)
+        if "BufId" in node:
+            b = node["BufId"]
+            if b not in size_of:
+                factor = rng.uniform(1.0 - jitter, 1.0 + jitter)
+                size_of[b] = max(1, round(node["Size"] * factor))
+            node["Size"] = size_of[b]
+        else:
+            node["Cycles"] = max(0, round(node["Cycles"] * rng.uniform(1.0 - jitter, 1.0 + jitter)))
+        nodes.append(node)
+    return {"Nodes": nodes, "Edges": graph["Edges"]}
 
 
 def _shape(kind: type[T], values: dict[str, int]) -> T:
