@@ -207,6 +207,9 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
                     # CP-SAT's bound for the order it was given: not a bound over all orders.
                     row["bound_for_this_order_units"] = result.p2_order_bound
                 row.update(_lns_stats(result.p2_lns))
+            if problem == 3 and result.p2 is not None:
+                # Re-timing found nothing faster within the budget: Problem 2's answer stands.
+                row["same_as_p2"] = candidate.solution == result.p2.solution
             if problem == 3 and result.p3_bound is not None:
                 row["bound_cycles"] = result.p3_bound.cycles
                 row["bound_load_path_cycles"] = result.p3_bound.load_path_cycles

@@ -73,6 +73,10 @@ def placement_stage(
     ``result``. Returns the Problem 3 work it handed on (deterministic seconds) and the longest
     whole-graph pass it timed (placing and evaluating one candidate)."""
     deadline = started + options.time_limit_s
+    impossible = instance.placement_error(options.hardware)
+    if impossible is not None:  # the CLI and the API refuse such a graph before solving
+        report("P2", f"no placement exists: {impossible}")
+        return 0.0, 0.0
     result.p2_bound = traffic_bound(instance, options.hardware)
     report("bounds", f"P2 traffic >= {result.p2_bound.units:,}")
 
@@ -86,6 +90,16 @@ def placement_stage(
             orders.append((method, order))
     if not orders:
         orders.append(("topological", instance.topological_order))
+    # A placed answer at once, before any search: an interrupt from here on leaves valid
+    # Problem 2 and 3 files (the greedy placement cannot fail on a placeable graph).
+    first = f"{orders[0][0]}+{PLACEMENT_POLICIES[0]}"
+    placed = {(orders[0][1], PLACEMENT_POLICIES[0])}
+    began = time.monotonic()
+    quick = _place_and_compact(instance, orders[0][1], options, first)
+    pass_s = time.monotonic() - began
+    if quick is not None and quick.evaluation.valid:
+        offer(result, quick, options)
+        report("P2-first", f"traffic {quick.evaluation.extra_traffic_units:,} ({quick.method})")
     traversals = _search_traversal(instance, options, orders[0][1], rng, deadline, report)
     for traversal in reversed(traversals):
         if traversal not in (o for _, o in orders):
@@ -94,9 +108,11 @@ def placement_stage(
     # Each candidate is a whole-graph pass (place, compact, evaluate twice); the next one
     # starts only if it fits before the Problem 2 deadline too, leaving Problem 3 its share.
     p2_deadline = started + P2_DEADLINE * options.time_limit_s
-    pass_s = 0.0
     for method, order in orders:
         for policy in PLACEMENT_POLICIES:
+            if (order, policy) in placed:
+                continue
+            placed.add((order, policy))
             began = time.monotonic()
             if result.candidates and began + pass_s > p2_deadline:
                 break
