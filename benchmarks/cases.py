@@ -47,6 +47,7 @@ PUBLIC = {
     "FlashAttention_Case0": (4_500, 3_584, 36_344),
     "FlashAttention_Case1": (7_588, 32_512, 152_364),
     "Conv_Case0": (7_488, 57_408, 515_634),
+    "Conv_Case1": (14_040, 70_940, 1_073_322),
 }
 
 

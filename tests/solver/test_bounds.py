@@ -49,6 +49,7 @@ from strategies import HARDWARE, instances, placements, random_topological_order
 
 REFERENCE = {  # case: (max pipe load, busiest pipe, op-local V_stay bound, P1 bound)
     "Conv_Case0": (348_677, "CUBE", 3_072, 3_072),
+    "Conv_Case1": (409_566, "CUBE", 896, 896),
     "FlashAttention_Case0": (25_600, "VECTOR", 384, 384),
     "FlashAttention_Case1": (104_960, "VECTOR", 384, 384),
     # The grid bound, (n + 1) K tiles of 128: FINDINGS' figures, optimal.

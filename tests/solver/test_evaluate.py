@@ -18,6 +18,7 @@ ID_ORDER_V_STAY = {
     "FlashAttention_Case1": 134_288,
     "Matmul_Case0": 16_384,
     "Matmul_Case1": 65_536,
+    "Conv_Case1": 383_112,
 }
 
 
