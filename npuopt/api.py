@@ -216,7 +216,8 @@ def solve(
     seed
         Seed of every random choice: same seed, speed and workers, same answers.
     workers
-        Processes to use; only 1 so far (parallel search is issue 22).
+        Processes for the independent work (generator runs, annealing runs, placement
+        passes); 1 runs everything in this process. The answers depend on it.
     hardware
         Capacities and layout rules (see :func:`load`).
     method
@@ -237,8 +238,8 @@ def solve(
     NpuoptError
         On a bad graph, hardware or argument.
     """
-    if workers != 1:
-        raise NpuoptError(f"workers={workers}: only 1 worker is supported so far")
+    if workers < 1:
+        raise NpuoptError(f"workers={workers}: at least 1")
     if method not in ("full", "heuristics"):
         raise NpuoptError(f"method {method!r}: choose full or heuristics")
     wanted = tuple(sorted(set(problems)))
@@ -258,6 +259,7 @@ def solve(
         reuse_rule=reuse_rule,
         method=method,  # type: ignore[arg-type]
         speed=speed,
+        workers=workers,
     )
     found = solve_instance(instance, options, progress)
     return _result(found, wanted)

@@ -49,6 +49,7 @@ candidates are then taken in another, still name-free, order. Pure Python.
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -77,6 +78,27 @@ class Structure:
     unit_of: dict[int, int]
     unit_class: tuple[int, ...]  # per unit: rank of its members' sorted classes
     depth: tuple[int, ...]  # per node: most ops on a path from a source op (0 for buffers)
+
+
+#: Structures of the last few instances (a worker process asks once per generator run).
+_STRUCTURES: OrderedDict[int, tuple[Instance, Structure]] = OrderedDict()
+
+
+def remember_structure(instance: Instance, structure: Structure) -> None:
+    """Keep ``structure`` as ``instance``'s (worker processes forked later inherit it)."""
+    _STRUCTURES[id(instance)] = (instance, structure)
+    while len(_STRUCTURES) > 4:
+        _STRUCTURES.popitem(last=False)
+
+
+def generator_task(instance: Instance, name: str, variant: int) -> list[int]:
+    """``GENERATORS[name](instance, structure, variant)`` with the remembered structure (or a
+    new one): one run of the portfolio, as a worker process runs it."""
+    held = _STRUCTURES.get(id(instance))
+    if held is None or held[0] is not instance:
+        remember_structure(instance, structure_of(instance))
+        held = _STRUCTURES[id(instance)]
+    return GENERATORS[name](instance, held[1], variant)
 
 
 def structure_of(instance: Instance, classes: Sequence[int] | None = None) -> Structure:

@@ -61,7 +61,24 @@ class Units:
     op_pred_count: tuple[int, ...]  # per node: number of op predecessors
 
 
+#: find_units' answers for the last few instances (the search asks for them once a run).
+_UNITS: OrderedDict[int, tuple[Instance, Units]] = OrderedDict()
+
+
 def find_units(instance: Instance) -> Units:
+    """:func:`_find_units`, remembered for the last four instances."""
+    held = _UNITS.get(id(instance))
+    if held is not None and held[0] is instance:
+        _UNITS.move_to_end(id(instance))
+        return held[1]
+    units = _find_units(instance)
+    _UNITS[id(instance)] = (instance, units)
+    while len(_UNITS) > 4:
+        _UNITS.popitem(last=False)
+    return units
+
+
+def _find_units(instance: Instance) -> Units:
     """Group the ops sharing L0 buffers (union-find), merge groups that depend on each other
     both ways (they cannot each run contiguously), and compute unit precedences."""
     parent = {v: v for v in instance.op_ids}
@@ -458,6 +475,19 @@ def search_traversal(
     runs short.
     """
     params = params or TraversalParams()
+    first, first_cost = traversal_start(instance, hardware, start, params)
+    units = find_units(instance)
+    return [
+        _anneal(instance, hardware, units, first, first_cost, rng, params, deadline) for rng in rngs
+    ]
+
+
+def traversal_start(
+    instance: Instance, hardware: Hardware, start: Sequence[int], params: TraversalParams
+) -> tuple[list[int], int]:
+    """The unit order every annealing run of :func:`search_traversal` starts from, and its
+    estimate: the best of the units' order in ``start`` (an op order), the greedy order and,
+    unless there are more than ``max_cluster_units`` units, the two clustered orders."""
     units = find_units(instance)
     position = {v: p for p, v in enumerate(start)}
     given = sorted(
@@ -474,10 +504,23 @@ def search_traversal(
         cost = estimate_traffic(instance, expand(instance, units, candidate), hardware)
         if cost < first_cost:
             first, first_cost = candidate, cost
-    return [
-        _anneal(instance, hardware, units, first, int(first_cost), rng, params, deadline)
-        for rng in rngs
-    ]
+    return first, int(first_cost)
+
+
+def anneal_from(
+    instance: Instance,
+    hardware: Hardware,
+    first: list[int],
+    first_cost: int,
+    seed: int,
+    params: TraversalParams,
+    deadline: float | None = None,
+) -> tuple[list[int], int]:
+    """One annealing run of :func:`search_traversal` from :func:`traversal_start`'s order,
+    seeded with ``seed`` (a task a worker process can run on its own)."""
+    units = find_units(instance)
+    rng = np.random.default_rng(seed)
+    return _anneal(instance, hardware, units, first, first_cost, rng, params, deadline)
 
 
 def _anneal(

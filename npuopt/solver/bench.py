@@ -71,6 +71,8 @@ class Task:
     time_limit_s: float
     #: The machine's speed factor (:mod:`solver.speed`), measured once for the whole study.
     speed: float = 1.0
+    #: Processes of one solve (:mod:`solver.workers`).
+    workers: int = 1
 
     @property
     def instance(self) -> str:
@@ -88,12 +90,15 @@ def tasks(
     seeds: Sequence[int],
     time_limit_s: float,
     speed: float = 1.0,
+    workers: int = 1,
 ) -> list[Task]:
     """Every (graph, method, seed) combination, in that nesting order."""
     for method in methods:
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    return [Task(g, m, s, time_limit_s, speed) for g in graphs for m in methods for s in seeds]
+    return [
+        Task(g, m, s, time_limit_s, speed, workers) for g in graphs for m in methods for s in seeds
+    ]
 
 
 def done_keys(out: Path) -> set[tuple[str, str, str, str]]:
@@ -117,6 +122,7 @@ def run_task(task: Task, out: str, hardware: Hardware, commit: str) -> dict[str,
         hardware=hardware,
         method=task.method,
         speed=task.speed,
+        workers=task.workers,
     )
     result = solve_instance(instance, options)
     folder = Path(out) / "runs" / task.instance / task.method / f"seed{task.seed}"
@@ -124,7 +130,7 @@ def run_task(task: Task, out: str, hardware: Hardware, commit: str) -> dict[str,
         candidate = result.best(p)
         if candidate is not None and candidate.evaluation.valid:
             write_solution(folder / f"Problem{p}", instance.name, p, candidate.solution)
-    summary = {**case_summary(result), "speed": task.speed}
+    summary = {**case_summary(result), "speed": task.speed, "workers": task.workers}
     atomic_write_text(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
     return row(task, summary, commit)
 

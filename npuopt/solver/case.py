@@ -51,6 +51,11 @@ class SolveOptions:
         The machine's speed factor (:mod:`solver.speed`): every work budget is sized for
         ``time_limit_s * speed`` seconds of the reference machine. The CLI measures it; same
         seed and same speed, same result.
+    workers
+        Processes for the independent work (:mod:`npuopt.solver.workers`): generator runs,
+        annealing runs, placement passes, hoisting and stream estimates. The generator and
+        annealing runs scale with it, so answers depend on it; 1 runs everything in this
+        process. Same seed, speed and workers, same result.
     """
 
     problems: tuple[int, ...] = (1, 2, 3)
@@ -62,6 +67,7 @@ class SolveOptions:
     method: Method = "full"
     spent_s: float = 0.0
     speed: float = 1.0
+    workers: int = 1
 
     @property
     def work_s(self) -> float:

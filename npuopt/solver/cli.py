@@ -53,6 +53,7 @@ from npuopt.solver.report import (
 from npuopt.solver.solve import Candidate, Interrupted, Progress, SolveOptions, solve_instance
 from npuopt.solver.speed import MAX_SPEED, MIN_SPEED, measure_speed, quantize
 from npuopt.solver.tables import competition, render, seed_table
+from npuopt.solver.workers import available_cores
 
 #: What ``npuopt solve`` runs on when no graph is given.
 DEMO_GRAPH = bundled("demo_conv.json")
@@ -119,6 +120,14 @@ HardwareOpt = Annotated[
     Path | None, typer.Option("--hardware", help="Hardware TOML (capacities, layout rules).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Processes for the independent work of one solve (default: the cores this process "
+        "may use). Same seed, speed and workers: same files; 1 runs everything in one process.",
+    ),
+]
 SpeedOpt = Annotated[
     float | None,
     typer.Option(
@@ -253,6 +262,7 @@ def solve(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
     speed: SpeedOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     """Solve Problems 1-3 and write the attachment files, summary.json and a results table.
 
@@ -279,6 +289,7 @@ def solve(
         reuse_rule=reuse_rule.value,
         method=method.value,
         speed=factor,
+        workers=workers or available_cores(),
     )
     cases: list[dict[str, Any]] = []
     summary: dict[str, Any] = {
@@ -291,6 +302,7 @@ def solve(
         "method": method.value,
         "hardware": str(hardware_file) if hardware_file else "contest defaults",
         "speed": factor,
+        "workers": options.workers,
         "cases": cases,
     }
     all_valid = True
@@ -483,10 +495,12 @@ def bench(
     ] = None,
     hardware_file: HardwareOpt = None,
     speed: SpeedOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     """Run methods x graphs x seeds in worker processes (or on a Ray cluster) into a study
     folder (runs.csv, files, README). Running the same command again skips the rows already
-    in runs.csv."""
+    in runs.csv. Each run uses --workers processes (default: this machine's cores shared by
+    the --jobs runs; on a Ray cluster, each run uses that many on its machine)."""
     with bad_input_exits():
         hardware = load_hardware(hardware_file) if hardware_file else DEFAULT_HARDWARE
         paths = [str(g) for g in graphs or []]
@@ -503,6 +517,7 @@ def bench(
                 [int(s) for s in seeds.split(",") if s.strip()],
                 time_limit,
                 _speed(speed, quiet=False),
+                workers or max(1, available_cores() // jobs),
             )
         except ValueError as exc:
             raise NpuoptError(f"bench: {exc}") from None

@@ -54,6 +54,10 @@ class Solution:
         object.__setattr__(self, "offsets", _frozen_mapping(self.offsets))
         object.__setattr__(self, "spills", tuple(self.spills))
 
+    def __reduce__(self) -> tuple[type[Solution], tuple[object, ...]]:
+        # A read-only mapping does not pickle; worker processes send solutions back.
+        return (Solution, (self.order, dict(self.offsets), self.spills))
+
     @property
     def n_spills(self) -> int:
         """Number of spills."""

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from npuopt.heuristics.generators import Structure
+from npuopt.heuristics.generators import Structure, remember_structure
 from npuopt.heuristics.pipes import compact
 from npuopt.solver.bounds import TrafficBound, makespan_bound, order_bound
 from npuopt.solver.budgets import COMPOSE_SHARE
@@ -52,6 +52,7 @@ from npuopt.solver.solution import Solution
 from npuopt.solver.stages.order import order_stage
 from npuopt.solver.stages.placement import placement_stage
 from npuopt.solver.stages.timing import refine_pipes
+from npuopt.solver.workers import Workers
 
 log = logging.getLogger(__name__)
 
@@ -230,12 +231,17 @@ def _solve_named(
     result = CaseResult(instance.name, order_bound(instance), makespan_bound(instance))
     result.p1_bound_units = result.order_bound.units
     result.p1_bound_source = result.order_bound.source
+    remember_structure(instance, canonical.structure)
+    workers = Workers(instance, options.workers)
     try:
-        _pipeline(instance, options, result, started, report, canonical.structure)
+        _pipeline(instance, options, result, started, report, canonical.structure, workers)
     except (KeyboardInterrupt, Interrupted) as exc:
         result.interrupted = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
         log.warning("%s: interrupted (%s); keeping the best found", instance.name, exc)
+        workers.close(now=True)
         settle(instance, options, result)
+    finally:
+        workers.close()
     result.runtime_s = time.monotonic() - started
     return result
 
@@ -281,13 +287,14 @@ def _pipeline(
     started: float,
     report: Callable[[str, str], None],
     structure: Structure,
+    workers: Workers,
 ) -> None:
     rng = np.random.default_rng(options.seed)
     report("bounds", f"P1 >= {result.order_bound.units:,}, P3 >= {result.makespan_bound.cycles:,}")
-    p1 = order_stage(instance, options, result, started, report, structure, rng)
+    p1 = order_stage(instance, options, result, started, report, structure, rng, workers)
     if not {2, 3} & set(options.problems):
         return
-    handed, pass_s = placement_stage(instance, options, result, started, report, rng, p1)
+    handed, pass_s = placement_stage(instance, options, result, started, report, rng, p1, workers)
     if result.p2 is None:
         return
     result.p3 = fastest_within_budget(result, options)

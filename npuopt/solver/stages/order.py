@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from npuopt.heuristics.compaction import Compactor, compact_order, descend, moves_for
-from npuopt.heuristics.generators import GENERATORS, Structure, generator_runs
+from npuopt.heuristics.generators import GENERATORS, Structure, generator_runs, generator_task
 from npuopt.heuristics.neighbourhoods import ordering_neighbourhoods, peak_key
 from npuopt.heuristics.ordering import OrderingParams, OrderingRun, order_heuristic
 from npuopt.models.ordering import OrderingData, solve_order
@@ -52,6 +52,7 @@ from npuopt.solver.instance import Instance
 from npuopt.solver.lns import Repaired, Step, run_lns
 from npuopt.solver.result import Status
 from npuopt.solver.solution import Solution, op_order_of, schedule_from_op_order
+from npuopt.solver.workers import Workers
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +84,12 @@ def order_stage(
     report: Callable[[str, str], None],
     structure: Structure,
     rng: np.random.Generator,
+    workers: Workers,
 ) -> OrderStage:
     """Run the Problem 1 stage (module docstring), recording its answer in ``result``."""
     alone = set(options.problems) == {1}
     p1_deadline = started + (P1_ALONE_DEADLINE if alone else P1_DEADLINE) * options.time_limit_s
-    starts = portfolio(instance, structure, options)
+    starts = portfolio(instance, options, workers)
     runs = order_heuristic(instance, rng, OrderingParams(), deadline=p1_deadline, starts=starts)
     valid_runs = [r for r in runs if r.evaluation.valid]
     handed = 0.0  # Problem 3 work (deterministic s) handed on by stages that ended early
@@ -124,13 +126,13 @@ def order_stage(
 
 
 def portfolio(
-    instance: Instance, structure: Structure, options: SolveOptions
+    instance: Instance, options: SolveOptions, workers: Workers
 ) -> list[tuple[str, list[int]]]:
     """The order generators' op orders (:mod:`heuristics.generators`), each variant in turn
     while the share ``PORTFOLIO_SHARE`` of the limit lasts (as a run count, so a run is
-    reproducible). The ``cone`` order with variant 0 is the canonical order itself (the node
-    ids), which the list scheduler runs anyway."""
-    runs = generator_runs(instance, PORTFOLIO_SHARE * options.work_s)
+    reproducible; each worker adds as many runs). The ``cone`` order with variant 0 is the
+    canonical order itself (the node ids), which the list scheduler runs anyway."""
+    runs = generator_runs(instance, PORTFOLIO_SHARE * options.work_s) * options.workers
     plan = [
         (name, variant)
         for variant in range(PORTFOLIO_VARIANTS)
@@ -139,8 +141,7 @@ def portfolio(
     ][:runs]
     starts: list[tuple[str, list[int]]] = []
     seen: set[tuple[int, ...]] = set()
-    for name, variant in plan:
-        order = GENERATORS[name](instance, structure, variant)
+    for (name, variant), order in zip(plan, workers.map(generator_task, plan), strict=True):
         if tuple(order) not in seen:
             seen.add(tuple(order))
             starts.append((f"{name}{variant}", order))

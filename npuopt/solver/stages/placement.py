@@ -27,10 +27,11 @@ from npuopt.heuristics.placement import PLACEMENT_POLICIES, PlacementError, plac
 from npuopt.heuristics.streams import grouped_op_order, hoist_loads, stream_of
 from npuopt.heuristics.traversal import (
     TraversalParams,
+    anneal_from,
     cluster_units_for,
     estimate_traffic,
     evaluations_for,
-    search_traversal,
+    traversal_start,
 )
 from npuopt.models.placement import solve_placement
 from npuopt.solver.bounds import traffic_bound
@@ -51,11 +52,13 @@ from npuopt.solver.budgets import (
 )
 from npuopt.solver.case import Candidate, CaseResult, SolveOptions, offer, wall_cap
 from npuopt.solver.evaluate import evaluate
+from npuopt.solver.hardware import Hardware
 from npuopt.solver.instance import Instance
 from npuopt.solver.lns import Repaired, Step, run_lns
 from npuopt.solver.result import Status
 from npuopt.solver.solution import Solution, op_order_of, schedule_from_op_order
 from npuopt.solver.stages.order import OrderStage
+from npuopt.solver.workers import Workers
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,7 @@ def placement_stage(
     report: Callable[[str, str], None],
     rng: np.random.Generator,
     p1: OrderStage,
+    workers: Workers,
 ) -> tuple[float, float]:
     """Run the Problem 2 stage (module docstring), recording its candidates and answer in
     ``result``. Returns the Problem 3 work it handed on (deterministic seconds) and the longest
@@ -100,26 +104,30 @@ def placement_stage(
     if quick is not None and quick.evaluation.valid:
         offer(result, quick, options)
         report("P2-first", f"traffic {quick.evaluation.extra_traffic_units:,} ({quick.method})")
-    traversals = _search_traversal(instance, options, orders[0][1], rng, deadline, report)
+    traversals = _search_traversal(instance, options, orders[0][1], rng, deadline, report, workers)
     for traversal in reversed(traversals):
         if traversal not in (o for _, o in orders):
             orders.insert(0, ("traversal", traversal))
-    orders[:0] = _stream_orders(instance, options, orders, p1.starts, report)
-    # Each candidate is a whole-graph pass (place, compact, evaluate twice); the next one
-    # starts only if it fits before the Problem 2 deadline too, leaving Problem 3 its share.
+    orders[:0] = _stream_orders(instance, options, orders, p1.starts, report, workers)
+    # Each candidate is a whole-graph pass (place, compact, evaluate twice), one per worker at
+    # a time; the next batch starts only if it fits before the Problem 2 deadline too, leaving
+    # Problem 3 its share.
     p2_deadline = started + P2_DEADLINE * options.time_limit_s
-    for method, order in orders:
-        for policy in PLACEMENT_POLICIES:
-            if (order, policy) in placed:
-                continue
-            placed.add((order, policy))
-            began = time.monotonic()
-            if result.candidates and began + pass_s > p2_deadline:
-                break
-            candidate = _place_and_compact(instance, order, options, f"{method}+{policy}")
-            pass_s = max(pass_s, time.monotonic() - began)
+    pending = [
+        (order, options, f"{method}+{policy}")
+        for method, order in orders
+        for policy in PLACEMENT_POLICIES
+        if (order, policy) not in placed
+    ]
+    for at in range(0, len(pending), workers.count):
+        began = time.monotonic()
+        if result.candidates and began + pass_s > p2_deadline:
+            break
+        batch = pending[at : at + workers.count]
+        for candidate in workers.map(_place_and_compact, batch):
             if candidate is not None and candidate.evaluation.valid:
                 result.candidates.append(candidate)
+        pass_s = max(pass_s, time.monotonic() - began)
     if not result.candidates:
         report("P2", "no valid placement found")
         return 0.0, pass_s
@@ -144,32 +152,30 @@ def _search_traversal(
     rng: np.random.Generator,
     deadline: float,
     report: Callable[[str, str], None],
+    workers: Workers,
 ) -> list[tuple[int, ...]]:
     """Unit-order search for Problem 2 (:mod:`heuristics.traversal`) on its share of the time
     limit, budgeted in evaluations so the run is reproducible: ``TRAVERSAL_RUNS`` annealing
-    runs from one starting point with their own seeds, each on its share of the evaluations.
-    Returns their orders, lowest estimate first (every one goes on to placement)."""
+    runs per worker from one starting point with their own seeds, each on its share of the
+    evaluations. Returns their orders, lowest estimate first (every one goes on to
+    placement)."""
     evaluations = evaluations_for(instance, TRAVERSAL_SHARE * options.work_s)
     share = max(1, evaluations // TRAVERSAL_RUNS)
+    count = TRAVERSAL_RUNS * workers.count
     # The count is the budget; the clock only stops a search the count misjudged.
     stop = min(deadline, time.monotonic() + 2 * TRAVERSAL_SHARE * options.time_limit_s)
-    runs = search_traversal(
-        instance,
-        options.hardware,
-        op_order_of(instance, start),
-        [np.random.default_rng(int(seed)) for seed in rng.integers(2**31, size=TRAVERSAL_RUNS)],
-        TraversalParams(
-            max_evaluations=share,
-            max_cluster_units=cluster_units_for(0.1 * options.work_s),
-        ),
-        deadline=stop,
+    params = TraversalParams(
+        max_evaluations=share, max_cluster_units=cluster_units_for(0.1 * options.work_s)
     )
+    hardware = options.hardware
+    first, cost = traversal_start(instance, hardware, op_order_of(instance, start), params)
+    seeds = [int(seed) for seed in rng.integers(2**31, size=count)]
+    runs = workers.map(anneal_from, [(hardware, first, cost, seed, params, stop) for seed in seeds])
     runs.sort(key=lambda run: run[1])
     estimates = ", ".join(f"{estimate:,}" for _, estimate in runs)
     report(
         "P2-order",
-        f"traversal search: estimated traffic {estimates} ({TRAVERSAL_RUNS} x {share:,} "
-        "evaluations)",
+        f"traversal search: estimated traffic {estimates} ({count} x {share:,} evaluations)",
     )
     orders: list[tuple[int, ...]] = []
     for op_order, _ in runs:
@@ -186,6 +192,7 @@ def _stream_orders(
     orders: Sequence[tuple[str, tuple[int, ...]]],
     starts: Sequence[tuple[str, Sequence[int]]],
     report: Callable[[str, str], None],
+    workers: Workers,
 ) -> list[tuple[str, tuple[int, ...]]]:
     """Stream-grouped orders (:mod:`heuristics.streams`) from the Problem 1 orders (the list
     scheduler's and the refined one), the topological one and the generators' (``starts``),
@@ -214,16 +221,22 @@ def _stream_orders(
         for interleave in (True, False)
     ]
     budget = evaluations_for(instance, STREAM_SHARE * options.work_s)
+    chosen = plan[:budget]
+    # One task per base (its group sizes, merged and plain): few, so cheap to ship.
+    tasks: dict[str, list[tuple[int, bool]]] = {}
+    for interleave, size, name, _ in chosen:
+        tasks.setdefault(name, []).append((size, interleave))
+    base_of = dict(bases)
+    answers = workers.map(
+        _grouped_estimates,
+        [(base_of[name], streams, todo, hardware) for name, todo in tasks.items()],
+    )
     found: list[tuple[int, str, tuple[int, ...]]] = []
-    for interleave, size, name, base in plan[:budget]:
-        try:
-            op_order = grouped_op_order(instance, base, streams, size, interleave)
-        except ValueError:
-            continue  # a COPY_IN waits for a stream op of a later group
-        estimate = estimate_traffic(instance, op_order, hardware)
-        if to_beat is None or estimate < to_beat:
-            merged = "merged" if interleave else ""
-            found.append((estimate, f"streams{size}{merged}-{name}", op_order))
+    for name, estimates in zip(tasks, answers, strict=True):
+        for (size, interleave), (estimate, op_order) in zip(tasks[name], estimates, strict=True):
+            if op_order is not None and (to_beat is None or estimate < to_beat):
+                merged = "merged" if interleave else ""
+                found.append((estimate, f"streams{size}{merged}-{name}", op_order))
     found.sort(key=lambda f: f[0])
     kept: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = []  # method, ops, schedule
     for estimate, method, op_order in found:
@@ -237,22 +250,41 @@ def _stream_orders(
             continue  # the order leaves a node unscheduled
         report("P2-order", f"{method}: estimated traffic {estimate:,} ({count} streams)")
     # The same orders with their COPY_INs as early as the estimate allows, placed first.
-    tries = len(kept) * len(HOIST_LEADS)
-    estimates = evaluations_for(instance, HOIST_SHARE * options.work_s) // max(tries, 1)
+    tries = [(method, ops, lead) for method, ops, _ in kept for lead in HOIST_LEADS]
+    each = evaluations_for(instance, HOIST_SHARE * options.work_s) // max(len(tries), 1)
     hoisted: list[tuple[str, tuple[int, ...]]] = []
     seen = {ops for _, ops, _ in kept}
-    for method, ops, _ in kept:
-        for lead in HOIST_LEADS:
-            early = hoist_loads(instance, ops, hardware, lead, max_estimates=estimates)
-            if early in seen:
-                continue
-            seen.add(early)
-            try:
-                order = schedule_from_op_order(instance, early)
-            except ValueError:
-                continue
-            hoisted.append((f"{method}-hoisted{lead}", order))
+    settled = workers.map(hoist_loads, [(ops, hardware, lead, each) for _, ops, lead in tries])
+    for (method, _, lead), early in zip(tries, settled, strict=True):
+        if early in seen:
+            continue
+        seen.add(early)
+        try:
+            order = schedule_from_op_order(instance, early)
+        except ValueError:
+            continue
+        hoisted.append((f"{method}-hoisted{lead}", order))
     return hoisted + [(method, order) for method, _, order in kept]
+
+
+def _grouped_estimates(
+    instance: Instance,
+    base: Sequence[int],
+    streams: dict[int, int],
+    todo: Sequence[tuple[int, bool]],
+    hardware: Hardware,
+) -> list[tuple[int, tuple[int, ...] | None]]:
+    """Estimated traffic and op order of ``base`` grouped each way of ``todo`` (group size,
+    merged or not); ``None`` for a grouping no order realises."""
+    out: list[tuple[int, tuple[int, ...] | None]] = []
+    for size, interleave in todo:
+        try:
+            op_order = grouped_op_order(instance, base, streams, size, interleave)
+        except ValueError:
+            out.append((0, None))  # a COPY_IN waits for a stream op of a later group
+            continue
+        out.append((estimate_traffic(instance, op_order, hardware), op_order))
+    return out
 
 
 def _place_and_compact(
