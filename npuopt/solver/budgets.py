@@ -77,6 +77,9 @@ P3_LNS = LnsParams(initial_window=80, min_window=20, max_window=2000, step_time_
 P3_RATE = 0.2
 P1_TO_P3_WORK = P3_RATE / 0.45
 P2_TO_P3_WORK = P3_RATE / 0.35
+#: With several workers, each other one runs an LNS chain of its own when the Problem 3 budget
+#: is at least this (deterministic seconds): a fresh process takes a few seconds to start.
+SIDE_CHAIN_MIN_WORK = 5.0
 
 # -- Independent parts ----------------------------------------------------------------------
 

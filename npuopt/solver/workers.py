@@ -55,31 +55,46 @@ def _call(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
 class Workers:
     """``count`` worker processes holding ``instance`` (none when ``count`` is 1)."""
 
-    def __init__(self, instance: Instance, count: int) -> None:
+    def __init__(self, instance: Instance, count: int, spawn: bool = False) -> None:
         if count < 1:
             raise ValueError(f"workers must be at least 1, not {count}")
         self.instance = instance
         self.count = count
+        #: Start fresh interpreters instead of forking: for tasks that run CP-SAT, whose threads
+        #: a fork would not carry over safely.
+        self.spawn = spawn
         self._pool: ProcessPoolExecutor | None = None
 
     def map(self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]]) -> list[T]:
         """``[fn(instance, *args) for args in calls]``, run on the workers, in that order."""
         if self.count == 1 or len(calls) <= 1:
             return [fn(self.instance, *args) for args in calls]
+        return self.start(fn, calls)()
+
+    def start(
+        self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]]
+    ) -> Callable[[], list[T]]:
+        """Start ``fn(instance, *args)`` for every call on the workers and return at once a
+        function that waits for the results, in call order (this process may work
+        meanwhile)."""
         pool = self._started()
         futures: list[Future[T]] = [pool.submit(_call, fn, args) for args in calls]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+
+        def results() -> list[T]:
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+
+        return results
 
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
             global _INSTANCE
             methods = multiprocessing.get_all_start_methods()
-            fork = "fork" in methods
+            fork = "fork" in methods and not self.spawn
             context: Any = multiprocessing.get_context("fork" if fork else "spawn")
             initargs: tuple[Any, ...] = (None, self.instance.name)
             if fork:

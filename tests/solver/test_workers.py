@@ -37,3 +37,29 @@ def test_two_workers_give_valid_answers_and_the_same_ones_every_time():
         a, b = first.best(problem), again.best(problem)
         assert a is not None and b is not None and a.evaluation.valid
         assert a.solution == b.solution
+
+
+def test_a_side_chain_runs_in_a_fresh_process_and_keeps_its_traffic_cap():
+    """The Problem 3 side chains (solver.stages.timing.pipe_chain) run CP-SAT in spawned
+    processes; what they return is valid, faster than the start and within the traffic cap,
+    and the same on every run."""
+
+    from npuopt.heuristics.placement import place
+    from npuopt.solver.evaluate import evaluate
+    from npuopt.solver.hardware import Hardware
+    from npuopt.solver.stages.timing import pipe_chain
+
+    inst = parse_instance(generate("conv", 2, nodes=300), name="c")
+    hardware = Hardware(capacity={"L1": 2900})
+    start = place(inst, inst.topological_order, hardware)
+    judged = evaluate(inst, start, 3, hardware)
+    assert judged.valid and judged.extra_traffic_units > 0
+    cap = judged.extra_traffic_units
+    args = (start, hardware, "residency", cap, 1.0, 11, 1e18, 0)
+    with Workers(inst, 2, spawn=True) as side:
+        found = side.start(pipe_chain, [args, args])()
+    assert found[0] == found[1]
+    if found[0] is not None:
+        again = evaluate(inst, found[0], 3, hardware)
+        assert again.valid and again.extra_traffic_units <= cap
+        assert again.makespan_cycles < judged.makespan_cycles

@@ -23,12 +23,21 @@ from npuopt.heuristics.prefetch import release_earlier
 from npuopt.models.pipes import PipeFrame, solve_pipes
 from npuopt.models.pipes import frame as pipe_frame
 from npuopt.solver.bounds import makespan_bound
-from npuopt.solver.budgets import FULL_PIPE_NODES, P3_DEADLINE, P3_LNS, P3_WORK
+from npuopt.solver.budgets import (
+    FULL_PIPE_NODES,
+    P3_DEADLINE,
+    P3_LNS,
+    P3_WORK,
+    SIDE_CHAIN_MIN_WORK,
+)
 from npuopt.solver.case import Candidate, CaseResult, SolveOptions, offer, traffic_room, wall_cap
-from npuopt.solver.evaluate import evaluate
+from npuopt.solver.evaluate import ReuseRule, evaluate
+from npuopt.solver.hardware import Hardware
 from npuopt.solver.instance import Instance
 from npuopt.solver.lns import Repaired, Step, run_lns
 from npuopt.solver.result import Status
+from npuopt.solver.solution import Solution
+from npuopt.solver.workers import Workers
 
 
 def refine_pipes(
@@ -47,7 +56,12 @@ def refine_pipes(
     traffic budget (:func:`_traffic_room`). Every faster
     answer is offered to the result at once. ``pass_s`` is what one whole-graph pass took
     (placing and evaluating a candidate): framing the start costs about as much, so the stage
-    is skipped when less than that is left."""
+    is skipped when less than that is left.
+
+    With more than one worker (``options.workers``), each other worker runs an LNS chain of its
+    own from the same start, with its own seed and the same budget (:func:`pipe_chain`, in a
+    fresh process: CP-SAT's threads do not survive a fork), and the fastest answer of all the
+    chains is kept: the same work per chain, so the same answers on every run."""
     assert result.p3 is not None
     hardware, rule = options.hardware, options.reuse_rule
     deadline = started + P3_DEADLINE * options.time_limit_s
@@ -85,23 +99,54 @@ def refine_pipes(
         if full.status is Status.OPTIMAL:
             budget = 0.0  # optimal for this placement: nothing left to find
 
-    def repair(
-        incumbent: PipeFrame, window: Collection[int], time_limit_s: float, seed: int
-    ) -> Repaired[PipeFrame]:
-        answer = solve_pipes(
-            instance,
-            incumbent,
-            window,
-            time_limit_s=time_limit_s,
-            seed=seed,
-            deterministic=True,
-            params=wall_cap(deadline),
-            traffic_room=traffic_room(result, options, incumbent.evaluation),
-        )
-        timed = pipe_frame(instance, answer.solution, hardware, rule) if answer.solution else None
-        work = float(answer.info.get("deterministic_time", time_limit_s))
-        return Repaired(timed, answer.status is Status.OPTIMAL, answer.status.value, work)
+    side: Workers | None = None
+    collect: Callable[[], list[Solution | None]] | None = None
+    if options.workers > 1 and budget >= SIDE_CHAIN_MIN_WORK:
+        assert result.p2 is not None
+        cap = int((result.p2.evaluation.extra_traffic_units or 0) * (1.0 + options.traffic_slack))
+        seeds = np.random.default_rng(seed).integers(2**31, size=options.workers - 1)
+        side = Workers(instance, options.workers - 1, spawn=True)
+        calls = [
+            (start.solution, hardware, rule, cap, budget, int(s), deadline, bound) for s in seeds
+        ]
+        collect = side.start(pipe_chain, calls)
+    try:
+        _main_chain(instance, result, options, start, budget, seed, deadline, bound, keep, report)
+        for found in collect() if collect is not None else ():
+            timed = pipe_frame(instance, found, hardware, rule) if found is not None else None
+            if timed is not None and timed.evaluation.valid:
+                offer(
+                    result, Candidate(f"{method}-side", timed.solution, timed.evaluation), options
+                )
+    finally:
+        if side is not None:
+            side.close(now=True)
+    _justify(instance, result, options, deadline, pass_s)
+    # Re-offsetting compacts (re-times from scratch), which may undo the LNS's work or beat it.
+    _release(instance, result, options, result.p3, deadline, pass_s)
 
+
+def _main_chain(
+    instance: Instance,
+    result: CaseResult,
+    options: SolveOptions,
+    start: PipeFrame,
+    budget: float,
+    seed: int,
+    deadline: float,
+    bound: int,
+    keep: Callable[[PipeFrame], None],
+    report: Callable[[str, str], None],
+) -> None:
+    """This process's LNS chain of :func:`refine_pipes`: every better answer offered at once,
+    its traffic room read from the result as Problem 2's answer improves."""
+    repair = _repair(
+        instance,
+        options.hardware,
+        options.reuse_rule,
+        deadline,
+        lambda incumbent: traffic_room(result, options, incumbent.evaluation),
+    )
     shown = [start.makespan]
 
     def on_step(step: Step) -> None:
@@ -122,9 +167,73 @@ def refine_pipes(
         on_step=on_step,
         on_best=keep,
     )
-    _justify(instance, result, options, deadline, pass_s)
-    # Re-offsetting compacts (re-times from scratch), which may undo the LNS's work or beat it.
-    _release(instance, result, options, result.p3, deadline, pass_s)
+
+
+def pipe_chain(
+    instance: Instance,
+    solution: Solution,
+    hardware: Hardware,
+    rule: ReuseRule,
+    traffic_cap: int,
+    budget: float,
+    seed: int,
+    deadline: float,
+    bound: int,
+) -> Solution | None:
+    """One more LNS chain of :func:`refine_pipes` from ``solution`` on its own seed, as a worker
+    runs it: the traffic of every step stays within ``traffic_cap``. Returns the fastest
+    answer it found, ``None`` when it found none faster."""
+    start = pipe_frame(instance, solution, hardware, rule)
+    if start is None:
+        return None
+    repair = _repair(
+        instance,
+        hardware,
+        rule,
+        deadline,
+        lambda incumbent: max(0, traffic_cap - (incumbent.evaluation.extra_traffic_units or 0)),
+    )
+    found = run_lns(
+        start,
+        lambda timed: (timed.makespan, int(timed.end.sum())),
+        pipe_neighbourhoods(),
+        repair,
+        np.random.default_rng(seed),
+        deadline,
+        replace(P3_LNS, work_budget=max(budget, 0.0)),
+        lower_bound=(bound, 2**62),
+    )
+    return found.best.solution if found.best.makespan < start.makespan else None
+
+
+def _repair(
+    instance: Instance,
+    hardware: Hardware,
+    rule: ReuseRule,
+    deadline: float,
+    room: Callable[[PipeFrame], int],
+) -> Callable[[PipeFrame, Collection[int], float, int], Repaired[PipeFrame]]:
+    """The LNS repair of the Problem 3 chains: the pipe model on a window of the incumbent,
+    its spills optional within ``room(incumbent)`` units of traffic."""
+
+    def repair(
+        incumbent: PipeFrame, window: Collection[int], time_limit_s: float, seed: int
+    ) -> Repaired[PipeFrame]:
+        answer = solve_pipes(
+            instance,
+            incumbent,
+            window,
+            time_limit_s=time_limit_s,
+            seed=seed,
+            deterministic=True,
+            params=wall_cap(deadline),
+            traffic_room=room(incumbent),
+        )
+        timed = pipe_frame(instance, answer.solution, hardware, rule) if answer.solution else None
+        work = float(answer.info.get("deterministic_time", time_limit_s))
+        return Repaired(timed, answer.status is Status.OPTIMAL, answer.status.value, work)
+
+    return repair
 
 
 def _justify(
