@@ -21,6 +21,7 @@ afterwards each written file is checked again with ``npuopt evaluate``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime as dt
 import json
@@ -28,6 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -70,10 +72,15 @@ def run_case(graph: Path, out: Path, args: argparse.Namespace) -> dict:
         "--reuse-rule",
         args.reuse_rule,
         "--quiet",
+        "--workers",
+        str(getattr(args, "workers", 1)),
         *(["--speed", str(args.speed)] if args.speed is not None else []),
     ]
     started = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
+    peak = [0]
+    sampler = threading.Thread(target=_sample_tree, args=(proc.pid, peak), daemon=True)
+    sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - started
     if os.waitstatus_to_exitcode(status) != 0:
@@ -83,8 +90,46 @@ def run_case(graph: Path, out: Path, args: argparse.Namespace) -> dict:
     case["speed"] = summary.get("speed")
     case["wall_s"] = round(wall, 1)
     case["peak_rss_mib"] = round(usage.ru_maxrss / 1024, 1)
+    # With worker processes the solve's own peak is not the machine's: the whole process tree,
+    # sampled every half second.
+    case["peak_tree_rss_mib"] = round(max(peak[0], usage.ru_maxrss) / 1024, 1)
+    case["workers"] = summary.get("workers", 1)
+    case["history"] = case.get("history", [])
     case["rechecked"] = all(_recheck(graph, out, p) for p in _problems(args.problem))
     return case
+
+
+def _tree_rss_kib(root: int) -> int:
+    """Resident memory (KiB) of process ``root`` and all its descendants, read from /proc."""
+    parent: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parent[pid] = int(stat.rsplit(")", 1)[1].split()[1])
+        line = next((ln for ln in status.splitlines() if ln.startswith("VmRSS:")), None)
+        rss[pid] = int(line.split()[1]) if line else 0
+    tree, todo = {root}, [root]
+    while todo:
+        pid = todo.pop()
+        for child, up in parent.items():
+            if up == pid and child not in tree:
+                tree.add(child)
+                todo.append(child)
+    return sum(rss.get(pid, 0) for pid in tree)
+
+
+def _sample_tree(root: int, peak: list[int]) -> None:
+    while Path(f"/proc/{root}").exists():
+        with contextlib.suppress(OSError, ValueError):  # a process ended while being read
+            peak[0] = max(peak[0], _tree_rss_kib(root))
+        time.sleep(0.5)
 
 
 def _problems(problem: str) -> tuple[int, ...]:
@@ -169,6 +214,9 @@ def main() -> None:
         "--cases", nargs="+", choices=OFFICIAL_CASES, help="these official cases (default: all)"
     )
     parser.add_argument("--jobs", type=int, default=1, help="cases solved at once")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="processes of each solve (npuopt solve --workers)"
+    )
     parser.add_argument("--out", type=Path)
     parser.add_argument(
         "--speed", type=float, help="pin every case's speed factor (default: each measures it)"
@@ -254,6 +302,7 @@ def main() -> None:
         + (" --no-generated" if args.no_generated else f" --nodes {args.nodes}")
         + (f" --cases {' '.join(args.cases)}" if args.cases else "")
         + (f" --jobs {args.jobs}" if args.jobs > 1 else "")
+        + (f" --workers {args.workers}" if args.workers > 1 else "")
         + (f" --speed {args.speed:g}" if args.speed is not None else "")
     )
     (out / "README.md").write_text(

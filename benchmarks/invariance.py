@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--family-time-limit", type=float, default=60.0)
     parser.add_argument("--family-nodes", type=int, default=2000)
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=1, help="processes of each solve")
     parser.add_argument("--speed", type=float)
     parser.add_argument("--seed", type=int, default=0, help="npuopt's own seed")
     parser.add_argument("--out", type=Path)
@@ -141,6 +142,7 @@ def main() -> None:
             method="full",
             reuse_rule="residency",
             speed=args.speed,
+            workers=args.workers,
         )
         row = run_case(path, out / "runs" / label, options)
         print(f"{label}: {row['wall_s']} s, {_values(row)}", file=sys.stderr)
@@ -197,6 +199,7 @@ def main() -> None:
             else ""
         )
         + (f" --jobs {args.jobs}" if args.jobs > 1 else "")
+        + (f" --workers {args.workers}" if args.workers > 1 else "")
         + (f" --speed {args.speed:g}" if args.speed is not None else "")
     )
     public = ", ".join(f"{c} {v[0]:,} / {v[1]:,} / {v[2]:,}" for c, v in PUBLIC.items())
