@@ -67,8 +67,9 @@ def load(graph: GraphLike, *, name: str | None = None, hardware: HardwareLike = 
         Naming the file, node, buffer or edge at fault.
     """
     machine = _hardware(hardware)
-    if isinstance(graph, Instance):
-        graph.check_hardware(machine)
+    if isinstance(graph, Instance):  # validated already: checked again only against ``hardware``
+        if hardware is not None:
+            graph.check_hardware(machine)
         return graph if name is None else graph.model_copy(update={"name": name})
     if isinstance(graph, (str, os.PathLike)):
         instance = load_instance(Path(graph), machine)
@@ -238,11 +239,19 @@ def solve(
     NpuoptError
         On a bad graph, hardware or argument.
     """
+    for label, value in (("workers", workers), ("seed", seed)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise NpuoptError(f"{label}={value!r}: an integer is needed")
     if workers < 1:
         raise NpuoptError(f"workers={workers}: at least 1")
     if method not in ("full", "heuristics"):
         raise NpuoptError(f"method {method!r}: choose full or heuristics")
-    wanted = tuple(sorted(set(problems)))
+    if not isinstance(time_limit, (int, float)) or time_limit < 0:
+        raise NpuoptError(f"time_limit={time_limit!r}: seconds, at least 0")
+    try:
+        wanted = tuple(sorted(set(problems)))
+    except TypeError:
+        raise NpuoptError(f"problems {problems!r}: give a collection such as (1, 2, 3)") from None
     if not wanted or not set(wanted) <= {1, 2, 3}:
         raise NpuoptError(f"problems {problems!r}: choose among 1, 2 and 3")
     if reuse_rule not in ("residency", "literal"):
@@ -323,25 +332,48 @@ def evaluate(
         files = ProblemFiles.in_dir(Path(schedule), instance.name)
         solution = read_solution(files, instance, problem, machine)
     else:
-        solution = Solution(
-            order=tuple(int(v) for v in schedule),
-            offsets=dict(memory or {}),
-            spills=tuple(
+        try:
+            listed = tuple(
                 s if isinstance(s, Spill) else Spill(int(s[0]), int(s[1])) for s in spills
-            ),
-        )
+            )
+            solution = Solution(
+                order=tuple(int(v) for v in schedule),
+                offsets={int(b): int(o) for b, o in (memory or {}).items()},
+                spills=listed,
+            )
+        except (TypeError, ValueError, IndexError) as exc:
+            raise NpuoptError(
+                f"{instance.name}: a schedule is node ids, memory maps BufIds to offsets and "
+                f"spills are (BufId, offset) pairs ({exc})"
+            ) from None
     return _evaluate(instance, solution, problem, machine, reuse_rule)
+
+
+def _check_schedule(instance: Instance, order: Sequence[int]) -> None:
+    """Raise unless ``order`` lists every original node once and keeps every edge."""
+    if sorted(order) != list(range(instance.n_nodes)):
+        raise NpuoptError(
+            f"{instance.name}: the schedule must list each of the {instance.n_nodes} nodes "
+            "exactly once (no spill nodes)"
+        )
+    position = {v: p for p, v in enumerate(order)}
+    for a, after in enumerate(instance.successors):
+        for b in after:
+            if position[a] > position[b]:
+                raise NpuoptError(f"{instance.name}: the schedule puts node {b} before {a}")
 
 
 # -- building blocks ----------------------------------------------------------------------------
 
 
-def generate_orders(graph: GraphLike, variants: int = 1) -> dict[str, Solution]:
+def generate_orders(
+    graph: GraphLike, variants: int = 1, *, hardware: HardwareLike = None
+) -> dict[str, Solution]:
     """The order generators' Problem 1 schedules (:mod:`npuopt.heuristics.generators`), each
     variant of each generator scheduled by the memory-aware list scheduler (which keeps the L0
     rule), named ``<generator><variant>``: greedy Problem 1 answers read from the graph's
     structure alone. Evaluate them with :func:`evaluate` (``problem=1``)."""
-    instance = load(graph)
+    instance = load(graph, hardware=hardware)
     canonical = canonicalize(instance)
     named = canonical.instance
     orders: dict[str, Solution] = {}
@@ -369,19 +401,32 @@ def place(
         raise NpuoptError(f"policy {policy!r}: choose from {', '.join(PLACEMENT_POLICIES)}")
     machine = _hardware(hardware)
     instance = load(graph, hardware=machine)
-    order = schedule.order if isinstance(schedule, Solution) else tuple(schedule)
+    try:
+        listed = schedule.order if isinstance(schedule, Solution) else schedule
+        order = tuple(int(v) for v in listed)
+    except (TypeError, ValueError):
+        raise NpuoptError(f"{instance.name}: a schedule is a sequence of node ids") from None
+    _check_schedule(instance, order)
     try:
         return _place(instance, order, machine, policy)
     except (PlacementError, ValueError) as exc:
         raise NpuoptError(f"{instance.name}: {exc}") from None
 
 
-def schedule_pipes(graph: GraphLike, solution: Solution) -> Solution:
+def schedule_pipes(
+    graph: GraphLike, solution: Solution, *, hardware: HardwareLike = None
+) -> Solution:
     """Problem 3's pipe scheduling of a placed solution, offsets and spills kept: the non-delay
     list schedule of the pipes and one round of justification, the shortest of them
-    (:func:`npuopt.heuristics.pipes.compact`). Compare with :func:`evaluate`; it may be slower
-    than ``solution``."""
-    return compact(load(graph), solution)
+    (:func:`npuopt.heuristics.pipes.compact`). ``solution`` must be valid under Problem 2's
+    rules on ``hardware``. Compare with :func:`evaluate`; it may be slower than ``solution``."""
+    machine = _hardware(hardware)
+    instance = load(graph, hardware=hardware)
+    judged = _evaluate(instance, solution, 2, machine)
+    if not judged.valid:
+        first = judged.violations[0].message if judged.violations else "invalid"
+        raise NpuoptError(f"{instance.name}: the solution is not valid: {first}")
+    return compact(instance, solution)
 
 
 @dataclass(frozen=True)

@@ -89,13 +89,30 @@ def test_bad_graphs_raise_npuopt_error_naming_the_fault(graph, words):
 
 def test_bad_arguments_raise_npuopt_error():
     graph = npuopt.load(data_path("example7.json"))
-    for kwargs in ({"workers": 0}, {"problems": (4,)}, {"method": "exact"}):
+    for kwargs in (
+        {"workers": 0},
+        {"problems": (4,)},
+        {"problems": 1},
+        {"method": "exact"},
+        {"seed": "x"},
+        {"time_limit": -1},
+    ):
         with pytest.raises(npuopt.NpuoptError):
-            npuopt.solve(graph, time_limit=1, **kwargs)
+            npuopt.solve(graph, time_limit=kwargs.pop("time_limit", 1), **kwargs)
     with pytest.raises(npuopt.NpuoptError, match="problem"):
         npuopt.evaluate(graph, [0], problem=5)
+    with pytest.raises(npuopt.NpuoptError, match="pairs"):
+        npuopt.evaluate(graph, list(graph.topological_order), problem=2, spills=[(1,)])
     with pytest.raises(npuopt.NpuoptError, match="policy"):
         npuopt.place(graph, graph.topological_order, policy="first-fit")
+    order = list(graph.topological_order)
+    for bad, words in ((order[:-1], "exactly once"), (order[::-1], "before"), (["a"], "ids")):
+        with pytest.raises(npuopt.NpuoptError, match=words):
+            npuopt.place(graph, bad)
+    placed = npuopt.place(graph, order)
+    broken = npuopt.Solution(order=placed.order, offsets={0: 2000, 1: 0})
+    with pytest.raises(npuopt.NpuoptError, match="not valid"):
+        npuopt.schedule_pipes(graph, broken)
 
 
 def test_solve_writes_files_the_evaluator_accepts_with_the_same_values(tmp_path):

@@ -205,7 +205,10 @@ class _Scheduler:
             elif g.is_alloc[w]:
                 if self.pending[w] == 0:
                     for u in g.succ[w]:
-                        if not self.done[u] and not self.queued[u] and self.ready(u):
+                        # Ops only: a FREE goes by itself once ready (an unused buffer's FREE
+                        # follows its ALLOC directly).
+                        is_op = not (g.is_alloc[u] or g.is_free[u])
+                        if is_op and not self.done[u] and not self.queued[u] and self.ready(u):
                             self.push(u)
             elif not self.done[w] and not self.queued[w] and self.ready(w):
                 self.push(w)

@@ -240,8 +240,9 @@ class _Placer:
 
         This always succeeds when :meth:`Instance.placement_error` finds nothing, and the
         answer stays valid. Proof: the memory is empty once its residents are spilled; the
-        op's buffers there, each rounded up to the alignment, sum to at most the capacity, so
-        packing them from 0 ends within it, every offset aligned. Other memories are not
+        op's buffers there, each rounded up to the alignment but the most padded one (packed
+        last), sum to at most the capacity, so packing them from 0 ends within it, every offset
+        aligned. Other memories are not
         touched. Each SPILL_OUT is emitted at ``p``, when its buffer is resident and after all
         its earlier uses (they lie before ``p`` in the order); each SPILL_IN either comes here,
         before ``v`` runs, or later, before the buffer's next use or FREE, where the normal
@@ -261,7 +262,11 @@ class _Placer:
             for resident in list(pool.owners):
                 self.spill(resident, p)
             offset = 0
-            for b in sorted(mine, key=lambda b: (-buffers[b].size_units, b)):
+            # The buffer its alignment pads most goes last: its padding needs no room.
+            padding = {
+                b: pool.align_up(buffers[b].size_units) - buffers[b].size_units for b in mine
+            }
+            for b in sorted(mine, key=lambda b: (padding[b], -buffers[b].size_units, b)):
                 offset = pool.align_up(offset)
                 k = self.in_ddr.pop(b)
                 self.spills[k][1] = offset

@@ -104,14 +104,22 @@ class Canonical:
 
 def canonical_order(instance: Instance, structure: Structure) -> list[int]:
     """All nodes of ``instance`` in canonical order (module docstring, step 2): a topological
-    order whose choices read only structural classes."""
+    order whose choices read only structural classes, with every buffer's ALLOC before its
+    FREE even where no path joins them (a buffer no op uses)."""
     classes = structure.classes
-    pred, succ = instance.predecessors, instance.successors
-    buffer_of = instance.buffer_of_node
+    n = instance.n_nodes
+    # The graph's edges, and ALLOC(b) -> FREE(b) for every buffer.
+    pred = [list(p) for p in instance.predecessors]
+    succ = [list(s) for s in instance.successors]
+    for buf in instance.buffers.values():
+        if buf.alloc not in pred[buf.free]:
+            pred[buf.free].append(buf.alloc)
+            succ[buf.alloc].append(buf.free)
     frees = {buf.free for buf in instance.buffers.values()}
-    done = [False] * instance.n_nodes
+    done = [False] * n
     pending = [len(p) for p in pred]
     out: list[int] = []
+    ready_later: list[int] = []  # nodes whose last predecessor ran: the last loop's candidates
 
     placed: dict[int, int] = {}  # node -> position in ``out``
     alloc_of = {buf.free: buf.alloc for buf in instance.buffers.values()}
@@ -138,24 +146,28 @@ def canonical_order(instance: Instance, structure: Structure) -> list[int]:
             ready = []
             for w in succ[u]:
                 pending[w] -= 1
-                if pending[w] == 0 and w in frees:
-                    ready.append(w)
+                if pending[w] == 0:
+                    ready_later.append(w)
+                    if w in frees:
+                        ready.append(w)
             stack.extend(sorted(ready, key=key, reverse=True))  # a FREE goes once ready
 
+    ready_later.extend(v for v in range(n) if pending[v] == 0)
     for v in cone_order(instance, structure):
         emit(v)
-    # Buffers no op uses: ALLOC then FREE, by class, in a topological order.
-    rest = [(key(v), v) for v in range(instance.n_nodes) if not done[v] and pending[v] == 0]
-    heapq.heapify(rest)
-    while rest:
-        _, v = heapq.heappop(rest)
-        if done[v] or buffer_of[v] is None:
-            continue
-        emit(v)
-        for w in succ[v]:
-            if not done[w] and pending[w] == 0:
-                heapq.heappush(rest, (key(w), w))
-    if len(out) != instance.n_nodes:
+    # What no op needs (buffers nobody uses): by class, in a topological order.
+    rest: list[tuple[tuple[int, int, int], int]] = []
+    while True:
+        for v in ready_later:
+            if not done[v]:
+                heapq.heappush(rest, (key(v), v))
+        ready_later.clear()
+        while rest and done[rest[0][1]]:
+            heapq.heappop(rest)
+        if not rest:
+            break
+        emit(heapq.heappop(rest)[1])
+    if len(out) != n:
         raise ValueError("canonical order: some nodes were left unscheduled")
     return out
 

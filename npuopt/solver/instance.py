@@ -174,6 +174,11 @@ class Instance(BaseModel):
             if a == b:
                 _fail(f"edge {k} [{a}, {b}] is a self loop on node {a}")
             succ_sets[a].add(b)
+        buffers = _collect_buffers(nodes)
+        # A buffer is freed after it is allocated, whether or not the file says so (a buffer
+        # no op uses may have no path from its ALLOC to its FREE).
+        for buf in buffers.values():
+            succ_sets[buf.alloc].add(buf.free)
         succ = tuple(tuple(sorted(s)) for s in succ_sets)
         pred_lists: list[list[int]] = [[] for _ in range(n)]
         for a in range(n):
@@ -181,7 +186,6 @@ class Instance(BaseModel):
                 pred_lists[b].append(a)
         pred = tuple(tuple(p) for p in pred_lists)
         topo = _topological_order(succ, pred)
-        buffers = _collect_buffers(nodes)
         _check_uses(nodes, buffers, topo, succ, pred)
 
         self._succ, self._pred, self._topo = succ, pred, topo
@@ -215,7 +219,8 @@ class Instance(BaseModel):
 
     @property
     def successors(self) -> tuple[tuple[int, ...], ...]:
-        """Direct successors of each node (deduplicated, ascending)."""
+        """Direct successors of each node (deduplicated, ascending), with ALLOC -> FREE of
+        every buffer whether or not the file gives that edge."""
         return self._succ
 
     @property
@@ -279,8 +284,9 @@ class Instance(BaseModel):
         return node.bufs if isinstance(node, OpNode) else ()
 
     def edge_array(self) -> np.ndarray:
-        """Deduplicated edges as an ``(E, 2)`` int64 array."""
-        pairs = [(a, b) for a, succ in enumerate(self._succ) for b in succ]
+        """The file's edges, deduplicated, as an ``(E, 2)`` int64 array (without the
+        ALLOC -> FREE edges the lookups add where the file leaves them out)."""
+        pairs = sorted({(int(a), int(b)) for a, b in self.edges})
         return np.array(pairs, dtype=np.int64).reshape(-1, 2)
 
     def check_hardware(self, hardware: Hardware) -> None:
@@ -304,28 +310,33 @@ class Instance(BaseModel):
 
         An op needs all its buffers resident at once, each at an offset that is a multiple of
         its memory's alignment; so the buffers of one op in one memory, each rounded up to the
-        alignment, must fit the capacity together. This is the only obstacle: when every op
+        alignment but the last (the one rounded up most goes last), must fit the capacity
+        together. This is the only obstacle: when every op
         passes, :func:`npuopt.heuristics.placement.place` always finds a placement (see its
         fallback). Problem 1 has no capacities and is not concerned.
         """
         for v in self._op_ids:
             need: dict[str, int] = {}
+            slack: dict[str, int] = {}  # the largest rounding: the last buffer needs none
             for b in self.bufs_of(v):
                 buf = self._buffers[b]
                 a = hardware.alignment(buf.memory)
-                need[buf.memory] = need.get(buf.memory, 0) + -(-buf.size_units // a) * a
+                aligned = -(-buf.size_units // a) * a
+                need[buf.memory] = need.get(buf.memory, 0) + aligned
+                slack[buf.memory] = max(slack.get(buf.memory, 0), aligned - buf.size_units)
             for memory, units in sorted(need.items()):
+                units -= slack[memory]
                 capacity = hardware.capacity(memory)
                 if units > capacity:
                     node = self.nodes[v]
-                    aligned = (
-                        f", each aligned to {hardware.alignment(memory)}"
+                    where = (
+                        f" at offsets aligned to {hardware.alignment(memory)}"
                         if hardware.alignment(memory) > 1
                         else ""
                     )
                     return (
                         f"op {v} ({node.op}) needs {units:,} units of {memory} at once (its "
-                        f"buffers{aligned}), more than the capacity {capacity:,}"
+                        f"buffers{where}), more than the capacity {capacity:,}"
                     )
         return None
 
@@ -647,23 +658,25 @@ def check_solvable(
     """Raise when one of ``problems`` has no answer: Problem 1 when an op needs two buffers of
     one L0 memory (:meth:`Instance.order_error`), Problems 2 and 3 when an op's buffers do not
     fit their memory together on ``hardware`` (:meth:`Instance.placement_error`). The message
-    names ``source``, the op and the memory (with demand and capacity), the problems asked that
-    cannot be solved and the ones that still can."""
+    names ``source``, and for each problem asked that cannot be solved the op and the memory
+    (with demand and capacity) that prevent it; then the problems that still can be."""
     order, place = instance.order_error(), instance.placement_error(hardware)
-    blocked = {1} if order else set()
-    blocked |= {2, 3} if place else set()
-    asked = blocked & set(problems)
-    if not asked:
+    reasons = []
+    if order and 1 in problems:
+        reasons.append(f"{order}: Problem 1 cannot be solved")
+    if place and {2, 3} & set(problems):
+        asked = sorted({2, 3} & set(problems))
+        noun = "Problem 2" if asked == [2] else "Problem 3" if asked == [3] else "Problems 2 and 3"
+        reasons.append(f"{place}: {noun} cannot be solved")
+    if not reasons:
         return
-    reason = place if {2, 3} & asked else order
-    names = [str(p) for p in sorted(asked)]
-    cannot = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-    rest = sorted({1, 2, 3} - blocked)
-    can = f" (Problem {rest[0]} can: --problem {rest[0]})" if len(rest) == 1 else ""
-    if len(rest) == 2:
+    rest = sorted({1, 2, 3} - ({1} if order else set()) - ({2, 3} if place else set()))
+    can = ""
+    if len(rest) == 1:
+        can = f" (Problem {rest[0]} can: --problem {rest[0]})"
+    elif len(rest) == 2:
         can = f" (Problems {rest[0]} and {rest[1]} can: --problem {rest[0]} or {rest[1]})"
-    noun = "Problem" if len(asked) == 1 else "Problems"
-    raise InstanceError(f"{source}: {reason}: {noun} {cannot} cannot be solved{can}")
+    raise InstanceError(f"{source}: " + "; ".join(reasons) + can)
 
 
 def case_name(path: str | Path) -> str:

@@ -108,12 +108,14 @@ def _solve_parts(
     count), the answers then put one after another; for Problems 2 and 3 the parts' addresses
     also side by side where memory allows, re-sequenced for the pipes, the faster kept."""
     started = time.monotonic() - options.spent_s
-    usable = max(options.time_limit_s - options.spent_s, 0.0) * (1.0 - COMPOSE_SHARE)
-    total = sum(part.instance.n_nodes for part in parts)
+    end = started + options.time_limit_s
+    reserve = max(options.time_limit_s - options.spent_s, 0.0) * COMPOSE_SHARE
     solved: list[CaseResult] = []
     interrupted: str | None = None
-    for part in parts:
-        share = usable * part.instance.n_nodes / total
+    for index, part in enumerate(parts):
+        # Its share, by node count, of what is actually left (a part may overrun its own).
+        rest = sum(p.instance.n_nodes for p in parts[index:])
+        share = max(end - reserve - time.monotonic(), 0.0) * part.instance.n_nodes / rest
         sub = solve_instance(
             part.instance, replace(options, time_limit_s=share, spent_s=0.0), progress
         )
@@ -121,7 +123,24 @@ def _solve_parts(
         if sub.interrupted:
             interrupted = sub.interrupted
             break
+    # After an interrupt, the parts without an answer get the greedy stages' quick one, so
+    # that the whole still has an answer to write.
+    for index, part in enumerate(parts):
+        found = solved[index] if index < len(solved) else None
+        if found is None or any(found.best(p) is None for p in options.problems):
+            quick = solve_instance(
+                part.instance,
+                replace(options, time_limit_s=0.0, spent_s=0.0, method="heuristics", workers=1),
+            )
+            if found is None:
+                solved.append(quick)
+            else:
+                found.p1 = found.p1 or quick.p1
+                found.p2 = found.p2 or quick.p2
+                found.p3 = found.p3 or quick.p3
     result = CaseResult(instance.name, order_bound(instance), makespan_bound(instance))
+    result.p1_bound_units = result.order_bound.units
+    result.p1_bound_source = result.order_bound.source
     result.started = started
     result.interrupted = interrupted
     result.parts = [_part_line(sub) for sub in solved]
@@ -132,9 +151,6 @@ def _solve_parts(
     result.p1_bound_units = max(result.p1_bound_units, best_part.p1_bound_units)
     if best_part.p1_bound_units >= result.order_bound.units:
         result.p1_bound_source = f"largest part bound ({best_part.p1_bound_source})"
-    if len(solved) < len(parts):
-        result.runtime_s = time.monotonic() - started
-        return result  # an answer needs every part
     hardware, rule = options.hardware, options.reuse_rule
 
     def composed(problem: int) -> list[Solution] | None:

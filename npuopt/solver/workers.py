@@ -39,10 +39,12 @@ def available_cores() -> int:
 
 
 def _start(data: dict[str, Any] | None, name: str) -> None:
-    """Worker initializer: ignore Ctrl-C (the parent decides what an interrupt stops) and, after
-    a spawn, rebuild the instance from its data."""
+    """Worker initializer: ignore Ctrl-C (the parent decides what an interrupt stops), die at
+    once on SIGTERM (a forked worker inherits the CLI's handler, which would only interrupt the
+    current task and go on with the next) and, after a spawn, rebuild the instance."""
     global _INSTANCE
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if data is not None:
         _INSTANCE = Instance.model_validate({**data, "name": name})
 
@@ -109,7 +111,10 @@ class Workers:
     def close(self, now: bool = False) -> None:
         """Stop the worker processes; with ``now`` at once, whatever they are doing (an
         interrupted solve must not wait for them)."""
+        global _INSTANCE
         pool, self._pool = self._pool, None
+        if _INSTANCE is self.instance:
+            _INSTANCE = None  # no longer kept alive for children to come
         if pool is None:
             return
         processes = list((getattr(pool, "_processes", None) or {}).values())

@@ -88,3 +88,32 @@ def test_example7_canonical_order_runs_the_copy_ins_just_in_time():
     """On the contest statement's 7-node example the canonical ids are a valid schedule."""
     canonical = canonicalize(tiny("example7"))
     assert evaluate_order(canonical.instance, tuple(range(7))).valid
+
+
+def test_buffers_no_op_uses_are_placed_alloc_first_and_solved():
+    """Review finding: a buffer no op uses, reached only through other buffers' FREEs (1) or
+    with no edge to its own FREE at all (2), once crashed the canonical order and the list
+    scheduler. Its FREE now follows its ALLOC, and every problem gets a valid answer."""
+    import npuopt
+
+    def node(i, kind, b):
+        return {"Id": i, "Op": kind, "BufId": b, "Size": 10, "Type": "UB"}
+
+    nodes = [
+        node(0, "ALLOC", 0),
+        {"Id": 1, "Op": "COPY_IN", "Pipe": "MTE2", "Cycles": 5, "Bufs": [0]},
+        node(2, "FREE", 0),
+        node(3, "ALLOC", 1),
+        node(4, "FREE", 1),
+        node(5, "ALLOC", 2),
+        node(6, "FREE", 2),
+    ]
+    edges = [[0, 1], [1, 2], [2, 3], [3, 4], [1, 5], [1, 6]]
+    inst = parse_instance({"Nodes": nodes, "Edges": edges})
+    canonical = canonicalize(inst)
+    position = {v: p for p, v in enumerate(canonical.node)}
+    assert position[5] < position[6] and position[3] < position[4]
+    result = npuopt.solve(inst, time_limit=3, method="heuristics")
+    assert set(result.answers) == {1, 2, 3}
+    for problem, answer in result.answers.items():
+        assert npuopt.evaluate(inst, answer.solution, problem=problem).valid
