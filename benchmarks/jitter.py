@@ -11,7 +11,7 @@ with valid Problem 2 and 3 answers. Each run is the pipeline in this process
 Usage::
 
     python benchmarks/jitter.py [--graphs 100] [--jitter 0.25] [--time-limit 5]
-        [--full-every 10] [--full-time-limit 20] [--name jitter] [--out DIR]
+        [--full-every 10] [--full-time-limit 20] [--jobs 1] [--name jitter] [--out DIR]
 
 Writes ``results/<date>_<name>/``: ``runs.csv`` (graph, family, nodes, hardware, method,
 placeable, P2/P3 validity and values, runtime), the tight hardware files, ``table.md`` and
@@ -26,6 +26,8 @@ import datetime as dt
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from itertools import repeat
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +71,57 @@ def toml(hardware: Hardware) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_graph(i: int, args: argparse.Namespace, out: Path) -> tuple[list[dict], list[str]]:
+    """Generate graph ``i`` and solve it on its three hardware descriptions."""
+    loose = Hardware(capacity=dict.fromkeys(MEMORIES, 10**9))
+    rows, failures = [], []
+    family, nodes = FAMILIES[i % len(FAMILIES)], SIZES[(i // len(FAMILIES)) % len(SIZES)]
+    name = f"{family}{nodes}_j{i}"
+    instance = parse_instance(
+        generate(family, i, nodes=nodes, jitter=args.jitter), name=name, hardware=loose
+    )
+    slack = SLACKS[i % len(SLACKS)]
+    hardwares = {
+        "contest": DEFAULT_HARDWARE,
+        f"tight+{slack}": tight(instance, slack, 1),
+        f"tight16+{slack}": tight(instance, slack, 16),
+    }
+    full = args.full_every > 0 and i % args.full_every == 0
+    for label, hardware in hardwares.items():
+        if label != "contest":
+            (out / "hardware" / f"{name}_{label}.toml").write_text(toml(hardware))
+        too_big = any(b.size_units > hardware.capacity(b.memory) for b in instance.buffers.values())
+        error = "a buffer exceeds its memory" if too_big else instance.placement_error(hardware)
+        row = {
+            "graph": name,
+            "family": family,
+            "nodes": instance.n_nodes,
+            "hardware": label,
+            "method": "full" if full else "heuristics",
+            "placeable": error is None,
+        }
+        if error is None:
+            options = SolveOptions(
+                time_limit_s=args.full_time_limit if full else args.time_limit,
+                hardware=hardware,
+                method="full" if full else "heuristics",
+            )
+            began = time.monotonic()
+            result = solve_instance(instance, options)
+            row["runtime_s"] = round(time.monotonic() - began, 2)
+            for p in (2, 3):
+                answer = result.best(p)
+                judged = evaluate(instance, answer.solution, p, hardware) if answer else None
+                row[f"p{p}_valid"] = bool(judged and judged.valid)
+                row[f"p{p}_traffic"] = judged.extra_traffic_units if judged else None
+                row[f"p{p}_makespan"] = judged.makespan_cycles if judged else None
+            if not (row["p2_valid"] and row["p3_valid"]):
+                failures.append(f"{name} on {label}")
+        rows.append(row)
+        print(name, label, {k: v for k, v in row.items() if k.startswith("p")}, flush=True)
+    return rows, failures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--graphs", type=int, default=100, help="graphs (x3 hardware = runs)")
@@ -76,61 +129,18 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=5.0)
     parser.add_argument("--full-every", type=int, default=10)
     parser.add_argument("--full-time-limit", type=float, default=20.0)
+    parser.add_argument("--jobs", type=int, default=1, help="graphs solved at once (processes)")
     parser.add_argument("--name", default="jitter")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     today = dt.date.today().isoformat()
     out = args.out or ROOT / "results" / f"{today}_{args.name}"
     (out / "hardware").mkdir(parents=True, exist_ok=True)
-    loose = Hardware(capacity=dict.fromkeys(MEMORIES, 10**9))
     rows, failures = [], []
-    for i in range(args.graphs):
-        family, nodes = FAMILIES[i % len(FAMILIES)], SIZES[(i // len(FAMILIES)) % len(SIZES)]
-        name = f"{family}{nodes}_j{i}"
-        instance = parse_instance(
-            generate(family, i, nodes=nodes, jitter=args.jitter), name=name, hardware=loose
-        )
-        slack = SLACKS[i % len(SLACKS)]
-        hardwares = {
-            "contest": DEFAULT_HARDWARE,
-            f"tight+{slack}": tight(instance, slack, 1),
-            f"tight16+{slack}": tight(instance, slack, 16),
-        }
-        full = args.full_every > 0 and i % args.full_every == 0
-        for label, hardware in hardwares.items():
-            if label != "contest":
-                (out / "hardware" / f"{name}_{label}.toml").write_text(toml(hardware))
-            too_big = any(
-                b.size_units > hardware.capacity(b.memory) for b in instance.buffers.values()
-            )
-            error = "a buffer exceeds its memory" if too_big else instance.placement_error(hardware)
-            row = {
-                "graph": name,
-                "family": family,
-                "nodes": instance.n_nodes,
-                "hardware": label,
-                "method": "full" if full else "heuristics",
-                "placeable": error is None,
-            }
-            if error is None:
-                options = SolveOptions(
-                    time_limit_s=args.full_time_limit if full else args.time_limit,
-                    hardware=hardware,
-                    method="full" if full else "heuristics",
-                )
-                began = time.monotonic()
-                result = solve_instance(instance, options)
-                row["runtime_s"] = round(time.monotonic() - began, 2)
-                for p in (2, 3):
-                    answer = result.best(p)
-                    judged = evaluate(instance, answer.solution, p, hardware) if answer else None
-                    row[f"p{p}_valid"] = bool(judged and judged.valid)
-                    row[f"p{p}_traffic"] = judged.extra_traffic_units if judged else None
-                    row[f"p{p}_makespan"] = judged.makespan_cycles if judged else None
-                if not (row["p2_valid"] and row["p3_valid"]):
-                    failures.append(f"{name} on {label}")
-            rows.append(row)
-            print(name, label, {k: v for k, v in row.items() if k.startswith("p")}, flush=True)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:  # graph order kept by map
+        for mine, failed in pool.map(run_graph, range(args.graphs), repeat(args), repeat(out)):
+            rows += mine
+            failures += failed
     with (out / "runs.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=sorted({k for r in rows for k in r}, key=str))
         writer.writeheader()
@@ -159,7 +169,7 @@ def main() -> None:
     command = (
         f"python benchmarks/jitter.py --graphs {args.graphs} --jitter {args.jitter:g} "
         f"--time-limit {args.time_limit:g} --full-every {args.full_every} "
-        f"--full-time-limit {args.full_time_limit:g} --name {args.name}"
+        f"--full-time-limit {args.full_time_limit:g} --jobs {args.jobs} --name {args.name}"
     )
     (out / "README.md").write_text(
         f"# {args.name}: valid Problem 2 and 3 answers on jittered graphs ({today})\n\n"
