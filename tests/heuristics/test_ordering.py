@@ -67,6 +67,18 @@ def test_restarts_are_reproducible_from_the_seed():
     assert [r.solution for r in first] == [r.solution for r in again]
 
 
+def test_a_passed_deadline_leaves_one_plain_run():
+    """Past the deadline only the first plain run starts (a 36k-node graph at 60 s must not
+    run its whole portfolio); without one, every start runs with every policy."""
+    inst = tiny("reload_reuse")
+    starts = [("again", [v for v in range(inst.n_nodes) if v in set(inst.op_ids)])]
+    params = OrderingParams(restarts=3)
+    late = order_heuristic(inst, np.random.default_rng(0), params, deadline=0.0, starts=starts)
+    assert len(late) == 1 and not late[0].noisy
+    full = order_heuristic(inst, np.random.default_rng(0), params, starts=starts)
+    assert len(full) == 2 * len(POLICIES) + 3
+
+
 @pytest.mark.parametrize("name", OFFICIAL_CASES)
 def test_official_cases_meet_the_best_public_p1(name):
     """Issue 3 target: the list scheduler alone matches the best public max V_stay, validly
