@@ -266,13 +266,27 @@ def _on_ray(
         import ray
     except ImportError:
         raise NpuoptError("--ray needs Ray: pip install 'npuopt[ray]'") from None
+    # Each run asks for as many CPUs as it has workers, so Ray places it on one machine
+    # with that many cores free, and it uses them (``--workers``).
+    need = max(task.workers for task in pending)
     if address == "local":
-        ray.init(num_cpus=jobs, include_dashboard=False, ignore_reinit_error=True)
+        ray.init(num_cpus=max(jobs, need), include_dashboard=False, ignore_reinit_error=True)
     else:
         ray.init(address=address, ignore_reinit_error=True)
     try:
-        remote = ray.remote(num_cpus=1)(run_task)
-        running = [remote.remote(task, out, hardware, commit) for task in pending]
+        largest = max(
+            (node["Resources"].get("CPU", 0) for node in ray.nodes() if node["Alive"]), default=0
+        )
+        if need > largest:
+            raise NpuoptError(
+                f"--workers {need}: no machine of the Ray cluster at {address} has {need} CPUs "
+                f"(the largest has {largest:g})"
+            )
+        remote = ray.remote(run_task)
+        running = [
+            remote.options(num_cpus=task.workers).remote(task, out, hardware, commit)
+            for task in pending
+        ]
         while running:
             finished, running = ray.wait(running, num_returns=1)
             yield ray.get(finished[0])

@@ -98,3 +98,7 @@ def test_a_study_runs_on_a_local_ray_runtime(tmp_path):
         tuple(str(r[k]) for k in pick) for r in reference
     )
     assert run_study(todo, tmp_path, jobs=2, ray_address="local") == []  # resumes: nothing left
+    # A run with two workers asks Ray for two CPUs: one machine with both, and it ends.
+    two = tasks(graphs[:1], ["heuristics"], [0], 1.0, workers=2)
+    rows = run_study(two, tmp_path / "two", jobs=1, commit="ray", ray_address="local")
+    assert [r["status"] for r in rows] == ["ok"]
