@@ -63,3 +63,20 @@ def test_a_side_chain_runs_in_a_fresh_process_and_keeps_its_traffic_cap():
         again = evaluate(inst, found[0], 3, hardware)
         assert again.valid and again.extra_traffic_units <= cap
         assert again.makespan_cycles < judged.makespan_cycles
+
+
+def test_the_portfolio_starts_only_the_generator_runs_that_fit_before_its_deadline():
+    """A large graph at a short limit has no room for a generator run (issue 23: a 36k-node
+    graph at 60 s); with room, the planned runs are all made and the deadline changes
+    nothing."""
+    import time
+
+    from npuopt.solver.stages.order import portfolio
+
+    inst = parse_instance(generate("conv", 2, nodes=600), name="c")
+    options = SolveOptions(time_limit_s=60, speed=1.0)
+    with Workers(inst, 1) as workers:
+        assert portfolio(inst, options, workers, time.monotonic() - 1.0) == []
+        planned = portfolio(inst, options, workers)
+        assert len(planned) > 1
+        assert portfolio(inst, options, workers, time.monotonic() + 600.0) == planned

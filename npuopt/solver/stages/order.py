@@ -22,7 +22,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from npuopt.heuristics.compaction import Compactor, compact_order, descend, moves_for
-from npuopt.heuristics.generators import GENERATORS, Structure, generator_runs, generator_task
+from npuopt.heuristics.generators import (
+    GENERATORS,
+    NODES_PER_SECOND,
+    Structure,
+    generator_runs,
+    generator_task,
+)
 from npuopt.heuristics.neighbourhoods import ordering_neighbourhoods, peak_key
 from npuopt.heuristics.ordering import OrderingParams, OrderingRun, order_heuristic
 from npuopt.models.ordering import OrderingData, solve_order
@@ -89,7 +95,7 @@ def order_stage(
     """Run the Problem 1 stage (module docstring), recording its answer in ``result``."""
     alone = set(options.problems) == {1}
     p1_deadline = started + (P1_ALONE_DEADLINE if alone else P1_DEADLINE) * options.time_limit_s
-    starts = portfolio(instance, options, workers)
+    starts = portfolio(instance, options, workers, p1_deadline)
     runs = order_heuristic(instance, rng, OrderingParams(), deadline=p1_deadline, starts=starts)
     valid_runs = [r for r in runs if r.evaluation.valid]
     handed = 0.0  # Problem 3 work (deterministic s) handed on by stages that ended early
@@ -126,13 +132,22 @@ def order_stage(
 
 
 def portfolio(
-    instance: Instance, options: SolveOptions, workers: Workers
+    instance: Instance, options: SolveOptions, workers: Workers, deadline: float | None = None
 ) -> list[tuple[str, list[int]]]:
     """The order generators' op orders (:mod:`heuristics.generators`), each variant in turn
     while the share ``PORTFOLIO_SHARE`` of the limit lasts (as a run count, so a run is
     reproducible; each worker adds as many runs). The ``cone`` order with variant 0 is the
-    canonical order itself (the node ids), which the list scheduler runs anyway."""
+    canonical order itself (the node ids), which the list scheduler runs anyway.
+
+    Only the runs that fit before ``deadline`` (``time.monotonic()``), one run's time left over
+    for the list scheduler, start: a run costs about ``n / NODES_PER_SECOND`` seconds of the
+    reference machine, so a 36k-node graph at a 60 s limit has no room for one, while at 600 s
+    every planned run fits long before."""
     runs = generator_runs(instance, PORTFOLIO_SHARE * options.work_s) * options.workers
+    if deadline is not None:
+        each = instance.n_nodes / NODES_PER_SECOND / options.speed
+        fit = int(max(0.0, deadline - time.monotonic() - each) / each) * options.workers
+        runs = min(runs, fit)
     plan = [
         (name, variant)
         for variant in range(PORTFOLIO_VARIANTS)
