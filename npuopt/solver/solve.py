@@ -30,7 +30,7 @@ import numpy as np
 from npuopt.heuristics.generators import Structure, remember_structure
 from npuopt.heuristics.pipes import compact
 from npuopt.solver.bounds import TrafficBound, makespan_bound, order_bound
-from npuopt.solver.budgets import COMPOSE_SHARE
+from npuopt.solver.budgets import COMPOSE_NODE_S, COMPOSE_SHARE
 from npuopt.solver.canonical import Canonical, canonicalize
 from npuopt.solver.case import (
     METHODS,
@@ -101,6 +101,16 @@ def solve_instance(
         return _restored(named, canonical)
 
 
+def compose_reserve(instance: Instance, options: SolveOptions) -> float:
+    """Seconds of the limit kept for putting a graph's parts together: the share
+    ``COMPOSE_SHARE`` of what is left, or the time the whole-graph evaluations and compactions
+    take at this size (``COMPOSE_NODE_S`` a node), whichever is more, but never more than half
+    of what is left."""
+    left = max(options.time_limit_s - options.spent_s, 0.0)
+    needed = instance.n_nodes * COMPOSE_NODE_S / options.speed
+    return min(max(left * COMPOSE_SHARE, needed), left / 2)
+
+
 def _solve_parts(
     instance: Instance, parts: Sequence[Part], options: SolveOptions, progress: ProgressFn | None
 ) -> CaseResult:
@@ -109,7 +119,7 @@ def _solve_parts(
     also side by side where memory allows, re-sequenced for the pipes, the faster kept."""
     started = time.monotonic() - options.spent_s
     end = started + options.time_limit_s
-    reserve = max(options.time_limit_s - options.spent_s, 0.0) * COMPOSE_SHARE
+    reserve = compose_reserve(instance, options)
     solved: list[CaseResult] = []
     interrupted: str | None = None
     for index, part in enumerate(parts):
@@ -166,10 +176,12 @@ def _solve_parts(
             bounds = [sub.p2_bound for sub in solved]
             if all(bounds):
                 result.p2_bound = TrafficBound(sum(b.units for b in bounds if b), -1)
+            done: list[list[Solution]] = []
             for problem in (2, 3):
                 answers = composed(problem)
-                if answers is None:
+                if answers is None or answers in done:  # each part's P3 is often its P2
                     continue
+                done.append(answers)
                 sequence = in_sequence(instance, parts, answers)
                 beside = side_by_side(instance, parts, answers, hardware)
                 tries = [

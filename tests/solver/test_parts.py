@@ -11,7 +11,7 @@ from npuopt.solver.hardware import Hardware
 from npuopt.solver.instance import parse_instance
 from npuopt.solver.parts import in_sequence, side_by_side, split
 from npuopt.solver.solution import Solution
-from npuopt.solver.solve import SolveOptions, solve_instance
+from npuopt.solver.solve import SolveOptions, compose_reserve, solve_instance
 
 
 def _union():
@@ -80,3 +80,15 @@ def test_a_union_solves_as_well_as_its_parts_apart():
             else evaluate(whole, candidate.solution, problem)
         )
         assert judged.valid and judged.objective() == candidate.evaluation.objective()
+
+
+def test_the_time_kept_for_composing_grows_with_the_graph_not_past_half_the_limit():
+    """A 36k-node union of 14 parts overran a 60 s limit by 18% when only 5% of the limit was
+    kept for putting the parts together; the reserve now follows the graph's size."""
+    small = parse_instance(generate("conv", 1, nodes=300), name="s")
+    large = parse_instance(generate("conv", 1, nodes=6000), name="l")
+    at = SolveOptions(time_limit_s=60.0, speed=1.0)
+    assert compose_reserve(small, at) == 3.0  # the share
+    assert compose_reserve(large, at) > compose_reserve(small, at)
+    assert compose_reserve(large, SolveOptions(time_limit_s=6.0, speed=1.0)) == 3.0
+    assert compose_reserve(large, SolveOptions(time_limit_s=600.0, speed=1.0)) == 30.0
