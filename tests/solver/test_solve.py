@@ -241,3 +241,29 @@ def test_a_renumbered_copy_gets_the_same_answers(family):
             else evaluate(copy, b.solution, problem)
         )
         assert judged.valid and judged.objective() == b.evaluation.objective()
+
+
+def test_an_invalid_answer_of_the_placement_model_is_never_used(monkeypatch):
+    """The placement model once spilled one buffer twice over the same stretch (the jitter
+    benchmark, a 1,500-node conv on its tightest memories), and compacting that answer for the
+    pipes crashed the solve. Every model answer is judged before it is used: neither the full
+    model's nor a window's invalid answer becomes the incumbent or a candidate."""
+    from dataclasses import replace
+
+    from npuopt.solver.result import Result, Status
+
+    inst, result, options = _placed_case(0)
+    start = result.p2.solution
+    kept = tuple(v for v in start.order if v < inst.n_nodes)
+    broken = replace(start, order=kept, spills=())  # no spill: more than UB holds
+    assert not evaluate(inst, broken, 2, options.hardware).valid
+    answer = Result(Status.FEASIBLE, broken, 0)
+    monkeypatch.setattr(placement_stage, "solve_placement", lambda *a, **k: answer)
+    monkeypatch.setattr(placement_stage, "traffic_key", lambda i, s: (s is not broken, 0))
+    refine_placement(
+        inst, result, options, np.random.default_rng(0), time.monotonic(), lambda s, m: None
+    )
+    assert result.p2.solution == start
+    assert all(c.solution is not broken for c in result.candidates)
+    assert result.p2_lns is not None and result.p2_lns.best == start
+    assert result.p2_lns.steps and all(s.status == "invalid" for s in result.p2_lns.steps)

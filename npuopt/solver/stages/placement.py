@@ -336,13 +336,24 @@ def refine_placement(
     seed = int(rng.integers(2**31))
     method = f"{result.p2.method}+cp-sat-placement"
 
+    def valid(solution: Solution | None) -> bool:
+        """Whether the evaluator accepts a model's answer (valid by construction; never
+        trusted blindly: on a jittered conv graph with the tightest memories the model once
+        spilled one buffer twice over the same stretch, and the pipe compaction of that
+        answer failed)."""
+        if solution is None:
+            return False
+        judged = evaluate(instance, solution, 2, hardware, options.reuse_rule)
+        if not judged.valid:
+            log.warning("placement model gave an invalid solution: %s", judged.violations[:1])
+        return judged.valid
+
     def keep(solution: Solution) -> None:
+        """Offer a valid answer as it is and pipe-compacted."""
         for variant, suffix in ((solution, ""), (compact(instance, solution), "+compact")):
             judged = evaluate(instance, variant, 2, hardware, options.reuse_rule)
-            if judged.valid:  # valid by construction; never trust it blindly
+            if judged.valid:
                 offer(result, Candidate(method + suffix, variant, judged), options)
-            else:
-                log.warning("placement model gave an invalid solution: %s", judged.violations[:1])
 
     start = result.p2.solution
     if len(instance.buffers) <= FULL_PLACEMENT_BUFFERS:
@@ -358,8 +369,10 @@ def refine_placement(
         budget -= float(full.info.get("deterministic_time", 0.0))
         if full.bound is not None:
             result.p2_order_bound = full.bound
-        if full.solution is not None and traffic_key(instance, full.solution) < traffic_key(
-            instance, start
+        if (
+            full.solution is not None
+            and traffic_key(instance, full.solution) < traffic_key(instance, start)
+            and valid(full.solution)
         ):
             start = full.solution
             keep(start)
@@ -382,6 +395,9 @@ def refine_placement(
             params=wall_cap(deadline),
         )
         work = float(answer.info.get("deterministic_time", time_limit_s))
+        fresh = answer.solution is not None and answer.solution != incumbent
+        if fresh and not valid(answer.solution):
+            return Repaired(None, False, "invalid", work)
         return Repaired(answer.solution, answer.status is Status.OPTIMAL, answer.status.value, work)
 
     def on_step(step: Step) -> None:
