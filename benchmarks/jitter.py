@@ -107,10 +107,14 @@ def run_graph(i: int, args: argparse.Namespace, out: Path) -> tuple[list[dict], 
                 method="full" if full else "heuristics",
             )
             began = time.monotonic()
-            result = solve_instance(instance, options)
+            try:
+                result = solve_instance(instance, options)
+            except Exception as exc:  # a crash is a failure of this run, not of the study
+                row["error"] = f"{type(exc).__name__}: {exc}"
+                result = None
             row["runtime_s"] = round(time.monotonic() - began, 2)
             for p in (2, 3):
-                answer = result.best(p)
+                answer = result.best(p) if result is not None else None
                 judged = evaluate(instance, answer.solution, p, hardware) if answer else None
                 row[f"p{p}_valid"] = bool(judged and judged.valid)
                 row[f"p{p}_traffic"] = judged.extra_traffic_units if judged else None
