@@ -5,8 +5,9 @@ Generates graphs of every family (50 to 3,000 nodes) with sizes and cycles jitte
 contest's memories, *tight* ones (each memory just large enough for the op needing most of it,
 plus a little) and tight ones with offsets aligned to 16 units. A graph an op of which cannot
 fit (``Instance.placement_error``) must be refused before solving; every other one must end
-with valid Problem 2 and 3 answers. Each run is the pipeline in this process
-(``solve_instance``); ``--full-every K`` runs every K-th graph with the CP-SAT stages too.
+with valid Problem 2 and 3 answers. Each run is the pipeline (``solve_instance``) in one of
+``--jobs`` worker processes; ``--full-every K`` runs every K-th graph with the CP-SAT stages
+too. A run that raises is a failure, recorded with its error.
 
 Usage::
 

@@ -443,8 +443,8 @@ def order_heuristic(
     params
         Policies, number of restarts and noise.
     deadline
-        ``time.monotonic()`` value after which no new run starts (but the first plain run
-        always does: on a large graph at a short limit, the portfolio's other plain runs
+        ``time.monotonic()`` value after which no new run starts, once a plain run has given
+        a valid order (on a large graph at a short limit, the portfolio's other plain runs
         would overrun it).
     starts
         Named op orders (the order generators' portfolio) run as ranks with every policy,
@@ -461,7 +461,8 @@ def order_heuristic(
     runs: list[OrderingRun] = []
     for start, rank in ranks:
         for policy in params.policies:
-            if runs and deadline is not None and time.monotonic() > deadline:
+            late = deadline is not None and time.monotonic() > deadline
+            if late and any(r.evaluation.valid for r in runs):
                 break
             run = _run(instance, policy, rank, start, noisy=False)
             if run is not None:

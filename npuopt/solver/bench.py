@@ -203,7 +203,8 @@ def run_study(
     ray_address: str | None = None,
 ) -> list[dict[str, Any]]:
     """Run the tasks not yet in ``out/runs.csv`` on ``jobs`` worker processes (or, with
-    ``ray_address``, as tasks of a Ray cluster: ``"local"`` starts one on this machine),
+    ``ray_address``, as tasks of a Ray cluster, each asking for as many CPUs as its solve has
+    workers: ``"local"`` starts one here with ``jobs`` CPUs, or more if a task needs them),
     appending each row as its task finishes; return the new rows."""
     out.mkdir(parents=True, exist_ok=True)
     done = done_keys(out)
