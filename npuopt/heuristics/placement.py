@@ -325,3 +325,57 @@ class _Placer:
         self.in_ddr[b] = k
         self.pools[self.inst.buffers[b].memory].remove(b, p)
         self.out.append(self.n + 2 * k)
+
+
+def merge_back_to_back(instance: Instance, solution: Solution) -> Solution:
+    """``solution`` with every *back-to-back* pair of one buffer's spills made one spill.
+
+    Spill ``a`` of buffer ``b`` is followed by spill ``c`` of ``b`` back to back when no
+    original node lies between ``a``'s SPILL_IN and ``c``'s SPILL_OUT: ``b`` comes back and goes
+    out again unused. The pair becomes one spill from ``a``'s SPILL_OUT to ``c``'s SPILL_IN, at
+    ``c``'s new offset; a chain of such spills becomes one. Nothing else moves: ``b`` is simply
+    not resident between the two, so no other buffer loses room, and one spill's traffic is
+    saved per merge. The greedy placement makes such pairs on the tightest memories (23 of 48
+    spills of a jittered 1,500-node conv), and the placement model, which writes every
+    SPILL_OUT of a gap before its SPILL_INs, cannot keep them in order. Returns ``solution``
+    itself when there is nothing to merge; callers judge the result with the evaluator."""
+    n, spills = instance.n_nodes, solution.spills
+    if len(spills) < 2:
+        return solution
+    position = {v: i for i, v in enumerate(solution.order)}
+    gap: list[int] = []  # per position: how many original nodes precede it
+    count = 0
+    for v in solution.order:
+        gap.append(count)
+        count += v < n
+    of_buffer: dict[int, list[int]] = {}
+    for k, spill in enumerate(spills):
+        of_buffer.setdefault(spill.buf_id, []).append(k)
+    head: dict[int, int] = {}  # spill -> the spill it is merged into (itself if kept)
+    last: dict[int, int] = {}  # kept spill -> the spill whose SPILL_IN and offset it ends with
+    for ks in of_buffer.values():
+        ks.sort(key=lambda k: position[n + 2 * k])
+        for before, k in zip([None, *ks], ks, strict=False):
+            back_to_back = (
+                before is not None
+                and gap[position[n + 2 * before + 1]] == gap[position[n + 2 * k]]
+                and position[n + 2 * before + 1] < position[n + 2 * k]
+            )
+            head[k] = head[before] if back_to_back and before is not None else k
+            last[head[k]] = k
+    if len(last) == len(spills):
+        return solution
+    kept = sorted(last)
+    index = {k: i for i, k in enumerate(kept)}
+    order = []
+    for v in solution.order:
+        if v < n:
+            order.append(v)
+            continue
+        k, is_in = divmod(v - n, 2)
+        if not is_in and head[k] == k:
+            order.append(n + 2 * index[k])
+        elif is_in and last[head[k]] == k:
+            order.append(n + 2 * index[head[k]] + 1)
+    merged = tuple(Spill(spills[k].buf_id, spills[last[k]].new_offset_units) for k in kept)
+    return Solution(order=tuple(order), offsets=solution.offsets, spills=merged)

@@ -7,7 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from npuopt.heuristics.ordering import list_schedule, program_rank
-from npuopt.heuristics.placement import PLACEMENT_POLICIES, PlacementError, place
+from npuopt.heuristics.placement import (
+    PLACEMENT_POLICIES,
+    PlacementError,
+    merge_back_to_back,
+    place,
+)
 from npuopt.instances.generator import FAMILIES, generate
 from npuopt.solver.evaluate import evaluate
 from npuopt.solver.hardware import DEFAULT_HARDWARE, Hardware
@@ -207,5 +212,38 @@ def test_jittered_graphs_on_the_tightest_memories_always_place(family, seed, nod
     hardware = _tightest(inst, slack)
     order = list_schedule(inst, "program", program_rank(inst))
     for policy in PLACEMENT_POLICIES:
-        judged = evaluate(inst, place(inst, order, hardware, policy), 2, hardware)
+        placed = place(inst, order, hardware, policy)
+        judged = evaluate(inst, placed, 2, hardware)
         assert judged.valid, (policy, judged.violations[:2])
+        # Merging back-to-back spills keeps the answer valid and never adds traffic.
+        merged = evaluate(inst, merge_back_to_back(inst, placed), 2, hardware)
+        assert merged.valid, (policy, merged.violations[:2])
+        assert merged.extra_traffic_units <= judged.extra_traffic_units
+
+
+def test_back_to_back_spills_of_one_buffer_become_one():
+    """forced_spill on UB = 150 needs one spill of its 100-unit buffer. The same spill cut in two
+    (back in and out again with no original node between) is valid at twice the traffic; the
+    merge gives the single spill back."""
+    from npuopt.solver.solution import Solution, Spill
+
+    inst = tiny("forced_spill")
+    hardware = Hardware(capacity={"UB": 150})
+    single = place(inst, inst.topological_order, hardware)
+    assert len(single.spills) == 1 and evaluate(inst, single, 2, hardware).valid
+    n, (spill,) = inst.n_nodes, single.spills
+    at = single.order.index(n)  # the SPILL_OUT; its SPILL_IN is n + 1
+    order = [n + 3 if v == n + 1 else v for v in single.order]  # the second spill's SPILL_IN
+    order[at + 1 : at + 1] = [n + 1, n + 2]  # the first back in at once, the second out again
+    offset = single.offsets[spill.buf_id]
+    two = Solution(
+        order=tuple(order),
+        offsets=single.offsets,
+        spills=(Spill(spill.buf_id, offset), Spill(spill.buf_id, spill.new_offset_units)),
+    )
+    judged = evaluate(inst, two, 2, hardware)
+    assert judged.valid, judged.violations[:2]
+    assert judged.extra_traffic_units == 200
+    merged = merge_back_to_back(inst, two)
+    assert merged == single
+    assert merge_back_to_back(inst, single) is single

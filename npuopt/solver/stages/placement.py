@@ -23,7 +23,12 @@ import numpy as np
 
 from npuopt.heuristics.neighbourhoods import Reorder, placement_neighbourhoods, traffic_key
 from npuopt.heuristics.pipes import compact
-from npuopt.heuristics.placement import PLACEMENT_POLICIES, PlacementError, place
+from npuopt.heuristics.placement import (
+    PLACEMENT_POLICIES,
+    PlacementError,
+    merge_back_to_back,
+    place,
+)
 from npuopt.heuristics.streams import grouped_op_order, hoist_loads, stream_of
 from npuopt.heuristics.traversal import (
     TraversalParams,
@@ -295,7 +300,14 @@ def _place_and_compact(
     except PlacementError as exc:
         log.warning("%s: %s", method, exc)
         return None
-    first = evaluate(instance, placed, 2, options.hardware, options.reuse_rule)
+    merged = merge_back_to_back(instance, placed)  # the same object when nothing merges
+    first = evaluate(instance, merged, 2, options.hardware, options.reuse_rule)
+    if merged is not placed:
+        if first.valid:
+            placed = merged
+        else:  # valid by construction; never trust it blindly
+            log.warning("%s: merging spills broke validity: %s", method, first.violations[:1])
+            first = evaluate(instance, placed, 2, options.hardware, options.reuse_rule)
     if not first.valid:
         log.warning("%s: placement invalid: %s", method, first.violations[:1])
         return Candidate(method, placed, first)
@@ -369,14 +381,14 @@ def refine_placement(
         budget -= float(full.info.get("deterministic_time", 0.0))
         if full.bound is not None:
             result.p2_order_bound = full.bound
-        if (
-            full.solution is not None
-            and traffic_key(instance, full.solution) < traffic_key(instance, start)
-            and valid(full.solution)
-        ):
+        better = full.solution is not None and traffic_key(instance, full.solution) < traffic_key(
+            instance, start
+        )
+        rejected = better and not valid(full.solution)  # then its optimality proves nothing
+        if better and not rejected and full.solution is not None:
             start = full.solution
             keep(start)
-        if full.status is Status.OPTIMAL:
+        if full.status is Status.OPTIMAL and not rejected:
             return max(budget, 0.0)  # nothing left to find for this order: hand it on
 
     def repair(
