@@ -53,6 +53,20 @@ PUBLIC = {
 }
 
 
+def write_table(out: Path, table: str) -> str:
+    """Write ``table`` to ``out/table.md`` (the folder made if needed) and return the short
+    commit of the checkout the benchmark runs from, for the study's README."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text(table + "\n")
+    return subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+
+
 def run_case(graph: Path, out: Path, args: argparse.Namespace) -> dict:
     """Solve one graph in its own process; return its summary row, wall time and peak RSS."""
     cmd = [
@@ -285,15 +299,7 @@ def main() -> None:
     ]
     table = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
     table += ["| " + " | ".join(get(c) for _, get in columns) + " |" for c in rows]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "table.md").write_text("\n".join(table) + "\n")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
+    commit = write_table(out, "\n".join(table))
     write_runs_csv(out, commit)
     command = (
         f"python benchmarks/cases.py --name {args.name} --problem {args.problem} "

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from cases import NPUOPT, PUBLIC, run_case  # noqa: E402
+from cases import NPUOPT, PUBLIC, run_case, write_table  # noqa: E402
 
 from npuopt.instances import OFFICIAL_CASES, official_case  # noqa: E402
 from npuopt.instances.generator import FAMILIES  # noqa: E402
@@ -200,11 +200,7 @@ def main() -> None:
         )
         lines += after
     table = "\n".join(lines)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "table.md").write_text(table + "\n")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+    commit = write_table(out, table)
     command = (
         f"python benchmarks/invariance.py --name {args.name} --time-limit {args.time_limit:g} "
         f"--seeds {' '.join(map(str, args.seeds))}"

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
-import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -33,6 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from cases import write_table  # noqa: E402
 
 from npuopt.instances.generator import FAMILIES, generate  # noqa: E402
 from npuopt.solver.evaluate import evaluate  # noqa: E402
@@ -167,10 +169,7 @@ def main() -> None:
         f"| all | {len(rows)} | {len(placeable)} | {ok_all} | {len(rows) - len(placeable)} |"
     )
     table = "\n".join(lines)
-    (out / "table.md").write_text(table + "\n")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+    commit = write_table(out, table)
     command = (
         f"python benchmarks/jitter.py --graphs {args.graphs} --jitter {args.jitter:g} "
         f"--time-limit {args.time_limit:g} --full-every {args.full_every} "

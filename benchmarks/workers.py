@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from cases import NPUOPT, run_case  # noqa: E402
+from cases import NPUOPT, run_case, write_table  # noqa: E402
 
 from npuopt.instances import OFFICIAL_CASES, official_case  # noqa: E402
 
@@ -131,11 +131,7 @@ def main() -> None:
             f"{a['peak_tree_rss_mib']:,.0f} / {b['peak_tree_rss_mib']:,.0f} | {valid} |"
         )
     table = "\n".join(lines)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "table.md").write_text(table + "\n")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+    commit = write_table(out, table)
     command = (
         f"python benchmarks/workers.py --time-limit {args.time_limit:g} --seed {args.seed}"
         + (f" --cases {' '.join(args.cases)}" if args.cases else "")
