@@ -34,7 +34,7 @@ from npuopt.solver.case import Candidate, CaseResult, SolveOptions, offer, traff
 from npuopt.solver.evaluate import ReuseRule, evaluate
 from npuopt.solver.hardware import Hardware
 from npuopt.solver.instance import Instance
-from npuopt.solver.lns import Repaired, Step, run_lns
+from npuopt.solver.lns import LnsResult, Repair, Repaired, Step, run_lns
 from npuopt.solver.result import Status
 from npuopt.solver.solution import Solution
 from npuopt.solver.workers import Workers
@@ -155,18 +155,7 @@ def _main_chain(
             shown[0] = step.after[0]
             report("P3-lns", f"makespan {step.after[0]:,}")
 
-    result.p3_lns = run_lns(
-        start,
-        lambda timed: (timed.makespan, int(timed.end.sum())),
-        pipe_neighbourhoods(),
-        repair,
-        np.random.default_rng(seed),
-        deadline,
-        replace(P3_LNS, work_budget=max(budget, 0.0)),
-        lower_bound=(bound, 2**62),
-        on_step=on_step,
-        on_best=keep,
-    )
+    result.p3_lns = _chain(start, repair, seed, deadline, budget, bound, on_step, keep)
 
 
 def pipe_chain(
@@ -193,7 +182,22 @@ def pipe_chain(
         deadline,
         lambda incumbent: max(0, traffic_cap - (incumbent.evaluation.extra_traffic_units or 0)),
     )
-    found = run_lns(
+    found = _chain(start, repair, seed, deadline, budget, bound)
+    return found.best.solution if found.best.makespan < start.makespan else None
+
+
+def _chain(
+    start: PipeFrame,
+    repair: Repair[PipeFrame],
+    seed: int,
+    deadline: float,
+    budget: float,
+    bound: int,
+    on_step: Callable[[Step], None] | None = None,
+    on_best: Callable[[PipeFrame], None] | None = None,
+) -> LnsResult[PipeFrame]:
+    """One P3 LNS chain from ``start``: makespan first, then the sum of end times."""
+    return run_lns(
         start,
         lambda timed: (timed.makespan, int(timed.end.sum())),
         pipe_neighbourhoods(),
@@ -202,8 +206,9 @@ def pipe_chain(
         deadline,
         replace(P3_LNS, work_budget=max(budget, 0.0)),
         lower_bound=(bound, 2**62),
+        on_step=on_step,
+        on_best=on_best,
     )
-    return found.best.solution if found.best.makespan < start.makespan else None
 
 
 def _repair(
