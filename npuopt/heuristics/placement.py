@@ -146,7 +146,8 @@ def place(
     Returns
     -------
     Solution
-        The order with spill nodes inserted, initial offsets and the spill list.
+        The order with spill nodes inserted, initial offsets and the spill list, back-to-back
+        spills of one buffer merged (:func:`merge_back_to_back`).
 
     Raises
     ------
@@ -158,7 +159,7 @@ def place(
     error = instance.placement_error(hardware)
     if error is not None:
         raise PlacementError(f"{error}: no placement exists")
-    return _Placer(instance, order, hardware, policy).run()
+    return merge_back_to_back(instance, _Placer(instance, order, hardware, policy).run())
 
 
 class _Placer:
@@ -338,7 +339,7 @@ def merge_back_to_back(instance: Instance, solution: Solution) -> Solution:
     saved per merge. The greedy placement makes such pairs on the tightest memories (23 of 48
     spills of a jittered 1,500-node conv), and the placement model, which writes every
     SPILL_OUT of a gap before its SPILL_INs, cannot keep them in order. Returns ``solution``
-    itself when there is nothing to merge; callers judge the result with the evaluator."""
+    itself when there is nothing to merge."""
     n, spills = instance.n_nodes, solution.spills
     if len(spills) < 2:
         return solution

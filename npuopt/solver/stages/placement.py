@@ -26,7 +26,6 @@ from npuopt.heuristics.pipes import compact
 from npuopt.heuristics.placement import (
     PLACEMENT_POLICIES,
     PlacementError,
-    merge_back_to_back,
     place,
 )
 from npuopt.heuristics.streams import grouped_op_order, hoist_loads, stream_of
@@ -56,7 +55,7 @@ from npuopt.solver.budgets import (
     TRAVERSAL_SHARE,
 )
 from npuopt.solver.case import Candidate, CaseResult, SolveOptions, offer, wall_cap
-from npuopt.solver.evaluate import evaluate
+from npuopt.solver.evaluate import Evaluation, evaluate
 from npuopt.solver.hardware import Hardware
 from npuopt.solver.instance import Instance
 from npuopt.solver.lns import Repaired, Step, run_lns
@@ -300,14 +299,7 @@ def _place_and_compact(
     except PlacementError as exc:
         log.warning("%s: %s", method, exc)
         return None
-    merged = merge_back_to_back(instance, placed)  # the same object when nothing merges
-    first = evaluate(instance, merged, 2, options.hardware, options.reuse_rule)
-    if merged is not placed:
-        if first.valid:
-            placed = merged
-        else:  # valid by construction; never trust it blindly
-            log.warning("%s: merging spills broke validity: %s", method, first.violations[:1])
-            first = evaluate(instance, placed, 2, options.hardware, options.reuse_rule)
+    first = evaluate(instance, placed, 2, options.hardware, options.reuse_rule)
     if not first.valid:
         log.warning("%s: placement invalid: %s", method, first.violations[:1])
         return Candidate(method, placed, first)
@@ -356,14 +348,22 @@ def refine_placement(
         if solution is None:
             return False
         judged = evaluate(instance, solution, 2, hardware, options.reuse_rule)
+        last[:] = [(solution, judged)]
         if not judged.valid:
             log.warning("placement model gave an invalid solution: %s", judged.violations[:1])
         return judged.valid
 
+    last: list[tuple[Solution, Evaluation]] = []  # the answer valid() judged last
+
+    def judge(solution: Solution) -> Evaluation:
+        if last and last[0][0] is solution:  # an improvement keep() gets right after valid()
+            return last[0][1]
+        return evaluate(instance, solution, 2, hardware, options.reuse_rule)
+
     def keep(solution: Solution) -> None:
         """Offer a valid answer as it is and pipe-compacted."""
         for variant, suffix in ((solution, ""), (compact(instance, solution), "+compact")):
-            judged = evaluate(instance, variant, 2, hardware, options.reuse_rule)
+            judged = judge(variant)
             if judged.valid:
                 offer(result, Candidate(method + suffix, variant, judged), options)
 
