@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -35,6 +36,8 @@ from npuopt.solver.evaluate import Evaluation, evaluate_order
 from npuopt.solver.hardware import COUNTED_MEMORIES, L0_MEMORIES
 from npuopt.solver.instance import Instance
 from npuopt.solver.solution import Solution
+
+T = TypeVar("T")
 
 POLICIES: tuple[str, ...] = ("program", "memory", "release")
 #: Unscheduled ancestors explored per lock check before giving up on it (keeps checks local).
@@ -431,6 +434,7 @@ def order_heuristic(
     params: OrderingParams | None = None,
     deadline: float | None = None,
     starts: Sequence[tuple[str, Sequence[int]]] = (),
+    runner: Runner | None = None,
 ) -> list[OrderingRun]:
     """Run the list scheduler with each policy and with randomised restarts.
 
@@ -449,6 +453,11 @@ def order_heuristic(
     starts
         Named op orders (the order generators' portfolio) run as ranks with every policy,
         after the node-id rank; restarts perturb the rank of the best plain run.
+    runner
+        Runs the list-scheduler runs ``runner.count`` at a time (in worker processes, say).
+        Without it, one at a time here. The runs and their rank perturbations are the same
+        whatever the count; only the deadline, checked before each batch, may cut a
+        different number of them.
 
     Returns
     -------
@@ -456,29 +465,56 @@ def order_heuristic(
         Every run that produced an order, best first by (validity, ``max V_stay``).
     """
     params = params or OrderingParams()
+    runner = runner or _Here(instance)
     ranks = [("program", program_rank(instance))]
     ranks += [(name, rank_of(instance, order)) for name, order in starts]
+    plain = [(policy, rank, start, False) for start, rank in ranks for policy in params.policies]
     runs: list[OrderingRun] = []
-    for start, rank in ranks:
-        for policy in params.policies:
-            late = deadline is not None and time.monotonic() > deadline
-            if late and any(r.evaluation.valid for r in runs):
-                break
-            run = _run(instance, policy, rank, start, noisy=False)
-            if run is not None:
-                runs.append(run)
+    for at in range(0, len(plain), runner.count):
+        late = deadline is not None and time.monotonic() > deadline
+        if late and any(r.evaluation.valid for r in runs):
+            break
+        runs += [r for r in runner.map(_run, plain[at : at + runner.count]) if r is not None]
     runs.sort(key=_ranking)
     base = dict(ranks)[runs[0].start] if runs else ranks[0][1]
-    for i in range(params.restarts):
+    best_start = runs[0].start if runs else "program"
+    for at in range(0, params.restarts, runner.count):
         if deadline is not None and time.monotonic() > deadline:
             break
-        policy = params.policies[i % len(params.policies)]
-        rank = base + rng.normal(0.0, params.noise, size=len(base))
-        run = _run(instance, policy, rank, runs[0].start if runs else "program", noisy=True)
-        if run is not None:
-            runs.append(run)
+        noisy = [
+            (
+                params.policies[i % len(params.policies)],
+                base + rng.normal(0.0, params.noise, size=len(base)),
+                best_start,
+                True,
+            )
+            for i in range(at, min(at + runner.count, params.restarts))
+        ]
+        runs += [r for r in runner.map(_run, noisy) if r is not None]
     runs.sort(key=_ranking)
     return runs
+
+
+class Runner(Protocol):
+    """Runs ``fn(instance, *args)`` for each argument tuple of a batch, ``count`` at a time,
+    results in order (:class:`npuopt.solver.workers.Workers` does it in worker processes)."""
+
+    @property
+    def count(self) -> int: ...
+
+    def map(self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]]) -> list[T]: ...
+
+
+class _Here:
+    """A :class:`Runner` that runs everything in this process, one call after another."""
+
+    count = 1
+
+    def __init__(self, instance: Instance) -> None:
+        self.instance = instance
+
+    def map(self, fn: Callable[..., T], calls: Sequence[tuple[Any, ...]]) -> list[T]:
+        return [fn(self.instance, *args) for args in calls]
 
 
 def _run(

@@ -80,3 +80,44 @@ def test_the_portfolio_starts_only_the_generator_runs_that_fit_before_its_deadli
         planned = portfolio(inst, options, workers)
         assert len(planned) > 1
         assert portfolio(inst, options, workers, time.monotonic() + 600.0) == planned
+
+
+def test_the_list_scheduler_makes_the_same_runs_on_two_workers():
+    """The plain runs and the restarts of :func:`order_heuristic` are the same whatever the
+    worker count (issue 22: the same work in less time): same orders, same ranking, and the
+    random generator left in the same state for the stages after it."""
+    import numpy as np
+
+    from npuopt.heuristics.ordering import order_heuristic
+    from npuopt.solver.solution import op_order_of
+
+    inst = parse_instance(generate("conv", 5, nodes=400), name="c")
+    starts = [("reversed", list(reversed(op_order_of(inst, inst.topological_order))))]
+    here, there = np.random.default_rng(3), np.random.default_rng(3)
+    alone = order_heuristic(inst, here, starts=starts)
+    with Workers(inst, 2) as workers:
+        spread = order_heuristic(inst, there, starts=starts, runner=workers)
+    assert len(alone) > 6
+    assert [(r.name, r.start, r.solution) for r in alone] == [
+        (r.name, r.start, r.solution) for r in spread
+    ]
+    assert here.integers(2**31) == there.integers(2**31)
+
+
+def test_a_second_worker_plans_the_same_portfolio_and_finds_the_same_problem_1_answer():
+    """The generator runs are spread over the workers, not multiplied by them; Problem 1's
+    answer (portfolio, list scheduler, compaction, LNS) is the one-worker answer."""
+    from npuopt.solver.stages.order import portfolio
+
+    inst = parse_instance(generate("conv", 2, nodes=600), name="c")
+    options = SolveOptions(time_limit_s=60, speed=1.0)
+    with Workers(inst, 1) as one, Workers(inst, 2) as two:
+        assert portfolio(inst, options, one) == portfolio(inst, options, two)
+    small = parse_instance(generate("matmul", 1, nodes=300), name="m")
+    answers = [
+        solve_instance(small, SolveOptions(time_limit_s=8, speed=0.25, seed=2, workers=w))
+        for w in (1, 2)
+    ]
+    first, second = (a.best(1) for a in answers)
+    assert first is not None and second is not None
+    assert first.solution == second.solution

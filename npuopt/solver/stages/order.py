@@ -96,7 +96,9 @@ def order_stage(
     alone = set(options.problems) == {1}
     p1_deadline = started + (P1_ALONE_DEADLINE if alone else P1_DEADLINE) * options.time_limit_s
     starts = portfolio(instance, options, workers, p1_deadline)
-    runs = order_heuristic(instance, rng, OrderingParams(), deadline=p1_deadline, starts=starts)
+    runs = order_heuristic(
+        instance, rng, OrderingParams(), deadline=p1_deadline, starts=starts, runner=workers
+    )
     valid_runs = [r for r in runs if r.evaluation.valid]
     handed = 0.0  # Problem 3 work (deterministic s) handed on by stages that ended early
     if valid_runs:
@@ -136,8 +138,9 @@ def portfolio(
 ) -> list[tuple[str, list[int]]]:
     """The order generators' op orders (:mod:`heuristics.generators`), each variant in turn
     while the share ``PORTFOLIO_SHARE`` of the limit lasts (as a run count, so a run is
-    reproducible; each worker adds as many runs). The ``cone`` order with variant 0 is the
-    canonical order itself (the node ids), which the list scheduler runs anyway.
+    reproducible; the same runs whatever the worker count, spread over the workers). The
+    ``cone`` order with variant 0 is the canonical order itself (the node ids), which the list
+    scheduler runs anyway.
 
     Only the runs that fit before ``deadline`` (``time.monotonic()``) start, the list
     scheduler's plain runs of the canonical order (one per policy, which come first) left
@@ -145,11 +148,12 @@ def portfolio(
     machine, so a 36k-node graph at a 60 s limit has no room for one, while at 600 s every
     planned run fits long before (the cut, being read from the clock, only acts on runs that
     would not end in time anyway)."""
-    runs = generator_runs(instance, PORTFOLIO_SHARE * options.work_s) * options.workers
+    runs = generator_runs(instance, PORTFOLIO_SHARE * options.work_s)
     if deadline is not None:
         each = instance.n_nodes / NODES_PER_SECOND / options.speed
-        room = deadline - time.monotonic() - len(OrderingParams().policies) * each
-        runs = min(runs, int(max(0.0, room) / each) * options.workers)
+        first = -(-len(OrderingParams().policies) // workers.count)  # batches of plain runs
+        room = deadline - time.monotonic() - first * each
+        runs = min(runs, int(max(0.0, room) / each) * workers.count)
     plan = [
         (name, variant)
         for variant in range(PORTFOLIO_VARIANTS)

@@ -160,12 +160,13 @@ def _search_traversal(
 ) -> list[tuple[int, ...]]:
     """Unit-order search for Problem 2 (:mod:`heuristics.traversal`) on its share of the time
     limit, budgeted in evaluations so the run is reproducible: ``TRAVERSAL_RUNS`` annealing
-    runs per worker from one starting point with their own seeds, each on its share of the
-    evaluations. Returns their orders, lowest estimate first (every one goes on to
-    placement)."""
+    runs from one starting point with their own seeds, each on its share of the evaluations,
+    spread over the workers: the same runs whatever the worker count (the same orders), in
+    less time with more workers. Returns their orders, lowest estimate first (every one goes
+    on to placement)."""
     evaluations = evaluations_for(instance, TRAVERSAL_SHARE * options.work_s)
-    share = max(1, evaluations // TRAVERSAL_RUNS)
-    count = TRAVERSAL_RUNS * workers.count
+    count = TRAVERSAL_RUNS
+    share = max(1, evaluations // count)
     # The count is the budget; the clock only stops a search the count misjudged.
     stop = min(deadline, time.monotonic() + 2 * TRAVERSAL_SHARE * options.time_limit_s)
     params = TraversalParams(
