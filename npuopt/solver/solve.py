@@ -28,6 +28,7 @@ from dataclasses import replace
 import numpy as np
 
 from npuopt.heuristics.generators import Structure, remember_structure
+from npuopt.heuristics.ordering import OrderingRun
 from npuopt.heuristics.pipes import compact
 from npuopt.solver.bounds import TrafficBound, makespan_bound, order_bound
 from npuopt.solver.budgets import COMPOSE_NODE_S, COMPOSE_SHARE
@@ -50,7 +51,7 @@ from npuopt.solver.instance import Instance
 from npuopt.solver.parts import Part, in_sequence, side_by_side, split
 from npuopt.solver.solution import Solution
 from npuopt.solver.stages.order import order_stage
-from npuopt.solver.stages.placement import placement_stage
+from npuopt.solver.stages.placement import Traversals, placement_stage, start_traversal
 from npuopt.solver.stages.timing import refine_pipes
 from npuopt.solver.workers import Workers
 
@@ -319,10 +320,23 @@ def _pipeline(
 ) -> None:
     rng = np.random.default_rng(options.seed)
     report("bounds", f"P1 >= {result.order_bound.units:,}, P3 >= {result.makespan_bound.cycles:,}")
-    p1 = order_stage(instance, options, result, started, report, structure, rng, workers)
+    early: list[Traversals] = []
+
+    def listed(runs: list[OrderingRun]) -> None:
+        """With several workers, Problem 2's traversal search starts from the list scheduler's
+        best order at once, on the other workers, while this process refines Problem 1."""
+        placeable = instance.placement_error(options.hardware) is None
+        if workers.count > 1 and {2, 3} & set(options.problems) and placeable:
+            start = runs[0].solution.order if runs else instance.topological_order
+            end = started + options.time_limit_s
+            early.append(start_traversal(instance, options, start, workers, end))
+
+    p1 = order_stage(instance, options, result, started, report, structure, rng, workers, listed)
     if not {2, 3} & set(options.problems):
         return
-    handed, pass_s = placement_stage(instance, options, result, started, report, rng, p1, workers)
+    handed, pass_s = placement_stage(
+        instance, options, result, started, report, rng, p1, workers, early[0] if early else None
+    )
     if result.p2 is None:
         return
     result.p3 = fastest_within_budget(result, options)

@@ -104,20 +104,27 @@ def test_the_list_scheduler_makes_the_same_runs_on_two_workers():
     assert here.integers(2**31) == there.integers(2**31)
 
 
-def test_a_second_worker_plans_the_same_portfolio_and_finds_the_same_problem_1_answer():
-    """The generator runs are spread over the workers, not multiplied by them; Problem 1's
-    answer (portfolio, list scheduler, compaction, LNS) is the one-worker answer."""
+def test_a_second_worker_plans_the_same_runs_and_finds_the_same_problem_1_and_2_answers():
+    """The generator runs are spread over the workers, not multiplied by them, and the
+    traversal search (started beside Problem 1's refinement with two workers) makes the same
+    runs on its own random stream: Problems 1 and 2 get the one-worker answers."""
     from npuopt.solver.stages.order import portfolio
+    from npuopt.solver.stages.placement import start_traversal
 
     inst = parse_instance(generate("conv", 2, nodes=600), name="c")
     options = SolveOptions(time_limit_s=60, speed=1.0)
-    with Workers(inst, 1) as one, Workers(inst, 2) as two:
-        assert portfolio(inst, options, one) == portfolio(inst, options, two)
+    with Workers(inst, 1) as one, Workers(inst, 3) as three:
+        assert portfolio(inst, options, one) == portfolio(inst, options, three)
+        start = inst.topological_order
+        alone = start_traversal(inst, options, start, one, 1e18)()
+        spread = start_traversal(inst, options, start, three, 1e18)()
+    assert alone == spread and len(alone[0]) == 3
     small = parse_instance(generate("matmul", 1, nodes=300), name="m")
     answers = [
         solve_instance(small, SolveOptions(time_limit_s=8, speed=0.25, seed=2, workers=w))
         for w in (1, 2)
     ]
-    first, second = (a.best(1) for a in answers)
-    assert first is not None and second is not None
-    assert first.solution == second.solution
+    for problem in (1, 2):
+        first, second = (a.best(problem) for a in answers)
+        assert first is not None and second is not None
+        assert first.solution == second.solution

@@ -91,14 +91,18 @@ def order_stage(
     structure: Structure,
     rng: np.random.Generator,
     workers: Workers,
+    listed: Callable[[list[OrderingRun]], None] | None = None,
 ) -> OrderStage:
-    """Run the Problem 1 stage (module docstring), recording its answer in ``result``."""
+    """Run the Problem 1 stage (module docstring), recording its answer in ``result``;
+    ``listed`` is called with the list scheduler's runs (best first) before the refinement."""
     alone = set(options.problems) == {1}
     p1_deadline = started + (P1_ALONE_DEADLINE if alone else P1_DEADLINE) * options.time_limit_s
     starts = portfolio(instance, options, workers, p1_deadline)
     runs = order_heuristic(
         instance, rng, OrderingParams(), deadline=p1_deadline, starts=starts, runner=workers
     )
+    if listed is not None:
+        listed(runs)
     valid_runs = [r for r in runs if r.evaluation.valid]
     handed = 0.0  # Problem 3 work (deterministic s) handed on by stages that ended early
     if valid_runs:

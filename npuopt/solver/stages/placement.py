@@ -76,10 +76,13 @@ def placement_stage(
     rng: np.random.Generator,
     p1: OrderStage,
     workers: Workers,
+    searching: Traversals | None = None,
 ) -> tuple[float, float]:
     """Run the Problem 2 stage (module docstring), recording its candidates and answer in
-    ``result``. Returns the Problem 3 work it handed on (deterministic seconds) and the longest
-    whole-graph pass it timed (placing and evaluating one candidate)."""
+    ``result``; ``searching`` is the traversal search when it started earlier (from the list
+    scheduler's best order, :func:`start_traversal`). Returns the Problem 3 work it handed on
+    (deterministic seconds) and the longest whole-graph pass it timed (placing and evaluating
+    one candidate)."""
     deadline = started + options.time_limit_s
     impossible = instance.placement_error(options.hardware)
     if impossible is not None:  # the CLI and the API refuse such a graph before solving
@@ -108,7 +111,8 @@ def placement_stage(
     if quick is not None and quick.evaluation.valid:
         offer(result, quick, options)
         report("P2-first", f"traffic {quick.evaluation.extra_traffic_units:,} ({quick.method})")
-    traversals = _search_traversal(instance, options, orders[0][1], rng, deadline, report, workers)
+    found = searching or start_traversal(instance, options, orders[0][1], workers, deadline)
+    traversals = _traversal_orders(instance, found, report)
     for traversal in reversed(traversals):
         if traversal not in (o for _, o in orders):
             orders.insert(0, ("traversal", traversal))
@@ -149,38 +153,88 @@ def placement_stage(
     return handed, pass_s
 
 
-def _search_traversal(
+#: Seeds of the traversal search come from a random stream of their own (``(seed, this)``),
+#: so that the search may start before the Problem 1 refinement draws from the main one.
+TRAVERSAL_STREAM = 1
+
+#: The traversal search under way: waits for its runs' unit orders and estimates, and the
+#: evaluations each run had.
+Traversals = Callable[[], tuple[list[tuple[list[int], int]], int]]
+
+
+def start_traversal(
     instance: Instance,
     options: SolveOptions,
-    start: tuple[int, ...],
-    rng: np.random.Generator,
-    deadline: float,
-    report: Callable[[str, str], None],
+    start: Sequence[int],
     workers: Workers,
-) -> list[tuple[int, ...]]:
-    """Unit-order search for Problem 2 (:mod:`heuristics.traversal`) on its share of the time
-    limit, budgeted in evaluations so the run is reproducible: ``TRAVERSAL_RUNS`` annealing
-    runs from one starting point with their own seeds, each on its share of the evaluations,
-    spread over the workers: the same runs whatever the worker count (the same orders), in
-    less time with more workers. Returns their orders, lowest estimate first (every one goes
-    on to placement)."""
+    end: float,
+) -> Traversals:
+    """The traversal search of Problem 2 (:mod:`heuristics.traversal`: simulated annealing
+    over the order of L0-connected units from ``start``, an op order), on its share of the time
+    limit budgeted in evaluations so the run is reproducible: ``TRAVERSAL_RUNS`` runs with their
+    own seeds, each on its share of the evaluations, the same runs whatever the worker count;
+    none goes on past ``end`` (``time.monotonic()``).
+
+    With several workers the runs start at once on all but one of them (this process goes on
+    with Problem 1's refinement meanwhile) and the function returned waits for them; with one,
+    they run when it is called. It returns each run's unit order and estimate."""
     evaluations = evaluations_for(instance, TRAVERSAL_SHARE * options.work_s)
-    count = TRAVERSAL_RUNS
-    share = max(1, evaluations // count)
-    # The count is the budget; the clock only stops a search the count misjudged.
-    stop = min(deadline, time.monotonic() + 2 * TRAVERSAL_SHARE * options.time_limit_s)
+    share = max(1, evaluations // TRAVERSAL_RUNS)
     params = TraversalParams(
         max_evaluations=share, max_cluster_units=cluster_units_for(0.1 * options.work_s)
     )
-    hardware = options.hardware
-    first, cost = traversal_start(instance, hardware, op_order_of(instance, start), params)
-    seeds = [int(seed) for seed in rng.integers(2**31, size=count)]
-    runs = workers.map(anneal_from, [(hardware, first, cost, seed, params, stop) for seed in seeds])
-    runs.sort(key=lambda run: run[1])
+    rng = np.random.default_rng([options.seed, TRAVERSAL_STREAM])
+    seeds = [int(seed) for seed in rng.integers(2**31, size=TRAVERSAL_RUNS)]
+    ops = op_order_of(instance, start)
+    # The count is the budget; the clock only stops a search the count misjudged.
+    cap = 2 * TRAVERSAL_SHARE * options.time_limit_s
+    if workers.count == 1:
+        return lambda: (
+            traversal_runs(
+                instance, options.hardware, ops, params, seeds, min(end, time.monotonic() + cap)
+            ),
+            share,
+        )
+    stop = min(end, time.monotonic() + cap)
+    width = min(workers.count - 1, len(seeds))
+    calls = [(options.hardware, ops, params, seeds[k::width], stop) for k in range(width)]
+    started = workers.start(traversal_runs, calls)
+
+    def collected() -> tuple[list[tuple[list[int], int]], int]:
+        # Back in seed order: run j is run j // width of task j % width.
+        answers = started()
+        return [answers[j % width][j // width] for j in range(len(seeds))], share
+
+    return collected
+
+
+def traversal_runs(
+    instance: Instance,
+    hardware: Hardware,
+    ops: Sequence[int],
+    params: TraversalParams,
+    seeds: Sequence[int],
+    stop: float,
+) -> list[tuple[list[int], int]]:
+    """Annealing runs from the traversal start of ``ops``, one per seed, one after another (a
+    task a worker process can run on its own)."""
+    first, cost = traversal_start(instance, hardware, ops, params)
+    return [anneal_from(instance, hardware, first, cost, seed, params, stop) for seed in seeds]
+
+
+def _traversal_orders(
+    instance: Instance,
+    found: Traversals,
+    report: Callable[[str, str], None],
+) -> list[tuple[int, ...]]:
+    """The traversal search's orders (:func:`start_traversal`), lowest estimate first (every
+    one goes on to placement)."""
+    runs, share = found()
+    runs = sorted(runs, key=lambda run: run[1])
     estimates = ", ".join(f"{estimate:,}" for _, estimate in runs)
     report(
         "P2-order",
-        f"traversal search: estimated traffic {estimates} ({count} x {share:,} evaluations)",
+        f"traversal search: estimated traffic {estimates} ({len(runs)} x {share:,} evaluations)",
     )
     orders: list[tuple[int, ...]] = []
     for op_order, _ in runs:
