@@ -322,14 +322,16 @@ def _pipeline(
     report("bounds", f"P1 >= {result.order_bound.units:,}, P3 >= {result.makespan_bound.cycles:,}")
     early: list[Traversals] = []
 
-    def listed(runs: list[OrderingRun]) -> None:
+    def listed(runs: list[OrderingRun], refining: bool) -> None:
         """With several workers, Problem 2's traversal search starts from the list scheduler's
-        best order at once, on the other workers, while this process refines Problem 1."""
+        best order at once, on the workers this process leaves free while it refines Problem
+        1 (all of them when it does not)."""
         placeable = instance.placement_error(options.hardware) is None
         if workers.count > 1 and {2, 3} & set(options.problems) and placeable:
             start = runs[0].solution.order if runs else instance.topological_order
             end = started + options.time_limit_s
-            early.append(start_traversal(instance, options, start, workers, end))
+            width = workers.count - 1 if refining else workers.count
+            early.append(start_traversal(instance, options, start, workers, end, width))
 
     p1 = order_stage(instance, options, result, started, report, structure, rng, workers, listed)
     if not {2, 3} & set(options.problems):

@@ -118,7 +118,8 @@ def test_a_second_worker_plans_the_same_runs_and_finds_the_same_problem_1_and_2_
         start = inst.topological_order
         alone = start_traversal(inst, options, start, one, 1e18)()
         spread = start_traversal(inst, options, start, three, 1e18)()
-    assert alone == spread and len(alone[0]) == 3
+        beside = start_traversal(inst, options, start, three, 1e18, 1)()  # one worker left
+    assert alone == spread == beside and len(alone[0]) == 3
     small = parse_instance(generate("matmul", 1, nodes=300), name="m")
     answers = [
         solve_instance(small, SolveOptions(time_limit_s=8, speed=0.25, seed=2, workers=w))

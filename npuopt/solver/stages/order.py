@@ -91,26 +91,27 @@ def order_stage(
     structure: Structure,
     rng: np.random.Generator,
     workers: Workers,
-    listed: Callable[[list[OrderingRun]], None] | None = None,
+    listed: Callable[[list[OrderingRun], bool], None] | None = None,
 ) -> OrderStage:
     """Run the Problem 1 stage (module docstring), recording its answer in ``result``;
-    ``listed`` is called with the list scheduler's runs (best first) before the refinement."""
+    ``listed`` is called with the list scheduler's runs (best first), and whether a refinement
+    follows in this process, before that refinement."""
     alone = set(options.problems) == {1}
     p1_deadline = started + (P1_ALONE_DEADLINE if alone else P1_DEADLINE) * options.time_limit_s
     starts = portfolio(instance, options, workers, p1_deadline)
     runs = order_heuristic(
         instance, rng, OrderingParams(), deadline=p1_deadline, starts=starts, runner=workers
     )
-    if listed is not None:
-        listed(runs)
     valid_runs = [r for r in runs if r.evaluation.valid]
+    value = (valid_runs[0].evaluation.max_v_stay_units or 0) if valid_runs else 0
+    proven = value <= result.p1_bound_units
+    if listed is not None:
+        listed(runs, bool(valid_runs) and not proven and options.method == "full")
     handed = 0.0  # Problem 3 work (deterministic s) handed on by stages that ended early
     if valid_runs:
         best = valid_runs[0]
         result.p1 = Candidate(best.name, best.solution, best.evaluation)
         result.note()
-        value = best.evaluation.max_v_stay_units or 0
-        proven = value <= result.p1_bound_units
         note = f", proven optimal ({result.p1_bound_source})" if proven else ""
         report("P1", f"max V_stay {value:,} ({best.name}, of {len(runs)} runs){note}")
         work = (P1_ALONE_WORK if alone else P1_WORK) * options.work_s

@@ -168,6 +168,7 @@ def start_traversal(
     start: Sequence[int],
     workers: Workers,
     end: float,
+    width: int | None = None,
 ) -> Traversals:
     """The traversal search of Problem 2 (:mod:`heuristics.traversal`: simulated annealing
     over the order of L0-connected units from ``start``, an op order), on its share of the time
@@ -175,9 +176,10 @@ def start_traversal(
     own seeds, each on its share of the evaluations, the same runs whatever the worker count;
     none goes on past ``end`` (``time.monotonic()``).
 
-    With several workers the runs start at once on all but one of them (this process goes on
-    with Problem 1's refinement meanwhile) and the function returned waits for them; with one,
-    they run when it is called. It returns each run's unit order and estimate."""
+    With several workers the runs start at once on ``width`` of them (all but one when this
+    process goes on with Problem 1's refinement meanwhile) and the function returned waits for
+    them; with one, they run when it is called. It returns each run's unit order and
+    estimate."""
     evaluations = evaluations_for(instance, TRAVERSAL_SHARE * options.work_s)
     share = max(1, evaluations // TRAVERSAL_RUNS)
     params = TraversalParams(
@@ -196,7 +198,7 @@ def start_traversal(
             share,
         )
     stop = min(end, time.monotonic() + cap)
-    width = min(workers.count - 1, len(seeds))
+    width = min(width or workers.count, len(seeds))
     calls = [(options.hardware, ops, params, seeds[k::width], stop) for k in range(width)]
     started = workers.start(traversal_runs, calls)
 
