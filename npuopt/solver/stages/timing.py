@@ -106,8 +106,12 @@ def refine_pipes(
         cap = int((result.p2.evaluation.extra_traffic_units or 0) * (1.0 + options.traffic_slack))
         seeds = np.random.default_rng(seed).integers(2**31, size=options.workers - 1)
         side = Workers(instance, options.workers - 1, spawn=True)
+        # The side chains end before the main one, so that waiting for them leaves the
+        # justification and re-offsetting below their passes (on Matmul_Case0 at 600 s they ran
+        # to the deadline, and those passes, which improved the one-worker answer, never ran).
+        early = deadline - 3 * pass_s - P3_LNS.step_time_s
         calls = [
-            (start.solution, hardware, rule, cap, budget, int(s), deadline, bound) for s in seeds
+            (start.solution, hardware, rule, cap, budget, int(s), early, bound) for s in seeds
         ]
         collect = side.start(pipe_chain, calls)
     try:
