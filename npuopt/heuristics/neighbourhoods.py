@@ -168,7 +168,7 @@ class PressurePoint:
     def __call__(self, solution: Solution, size: int, rng: np.random.Generator) -> set[int]:
         lives = _live_intervals(self.instance, solution)
         over: list[tuple[str, int]] = []
-        for memory in {mem for mem, _, _ in lives.values()}:
+        for memory in sorted({mem for mem, _, _ in lives.values()}):
             delta = np.zeros(len(solution.order) + 1, dtype=np.int64)
             for b, (mem, first, last) in lives.items():
                 if mem == memory:

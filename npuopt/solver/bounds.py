@@ -221,7 +221,7 @@ def block_lines(instance: Instance, memory: str) -> dict[frozenset[int], int]:
 
     Returns the size of the buffers per set of two or more blocks they are attached to.
     """
-    others = sorted(L0_MEMORIES - {memory})
+    others = [m for m in L0_MEMORIES if m != memory]
     block_of: dict[int, int] = {}  # cut op -> its block
     for v in instance.op_ids:
         bufs = [instance.buffers[b] for b in instance.bufs_of(v)]
@@ -296,7 +296,7 @@ def grid_bound(instance: Instance) -> GridBound | None:
     ``(n + 1) K s``, what row-by-row order reaches.
     """
     best: GridBound | None = None
-    for memory in sorted(L0_MEMORIES):
+    for memory in L0_MEMORIES:
         grid = _grid(block_lines(instance, memory))
         if grid is None:
             continue

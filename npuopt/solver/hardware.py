@@ -21,10 +21,12 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 #: Memory types, in the order reports list them.
 MEMORIES: tuple[str, ...] = ("L1", "UB", "L0A", "L0B", "L0C")
-#: Memories whose residency counts towards ``V_stay`` in Problem 1.
-COUNTED_MEMORIES: frozenset[str] = frozenset({"L1", "UB"})
+#: Memories whose residency counts towards ``V_stay`` in Problem 1. Tuples, not sets: a set of
+#: strings iterates in an order that changes from process to process (string hashing is salted),
+#: and a model built by iterating one differs from run to run.
+COUNTED_MEMORIES: tuple[str, ...] = ("L1", "UB")
 #: Memories that hold at most one live buffer in Problem 1.
-L0_MEMORIES: frozenset[str] = frozenset({"L0A", "L0B", "L0C"})
+L0_MEMORIES: tuple[str, ...] = ("L0A", "L0B", "L0C")
 
 DEFAULT_CAPACITY_UNITS: dict[str, int] = {
     "L1": 4096,
