@@ -217,28 +217,35 @@ def estimate_traffic(instance: Instance, op_order: Sequence[int], hardware: Hard
     Every memory is simulated (L0 ones too: Problem 2 bounds them by capacity only).
     """
     position = {v: p for p, v in enumerate(op_order)}
+    buffers = instance.buffers
     uses: dict[int, list[int]] = {}
-    for b, buf in instance.buffers.items():
+    for b, buf in buffers.items():
         if buf.users:
             uses[b] = sorted(position[u] for u in buf.users)
-    first_use = {b: ps[0] for b, ps in uses.items()}
-    last_use = {b: ps[-1] for b, ps in uses.items()}
     starting: dict[int, list[int]] = {}
     ending: dict[int, list[int]] = {}
-    for b, p in first_use.items():
-        starting.setdefault(p, []).append(b)
-    for b, p in last_use.items():
-        ending.setdefault(p, []).append(b)
+    for b, ps in uses.items():
+        starting.setdefault(ps[0], []).append(b)
+        ending.setdefault(ps[-1], []).append(b)
+    # Each buffer's next use after the current position, kept up to date as the order is
+    # walked, so that choosing a victim reads it instead of searching the buffer's uses.
+    next_use: dict[int, int] = {}
+    cost = {b: buffers[b].spill_traffic_units for b in uses}
     resident: dict[str, dict[int, int]] = {}  # memory -> {buffer: size}
     load: dict[str, int] = {}
     evicted: set[int] = set()
     traffic = 0
-    buffers = instance.buffers
     for p, v in enumerate(op_order):
         needed = instance.bufs_of(v)
         for b in needed:
+            ps = uses.get(b)
+            if ps is None:
+                continue
+            i = bisect.bisect_right(ps, p)
+            next_use[b] = ps[i] if i < len(ps) else p + _NO_NEXT_USE
+        for b in needed:
             buf = buffers[b]
-            if b in evicted or (first_use.get(b) == p):
+            if b in evicted or b in starting.get(p, ()):
                 evicted.discard(b)
                 mem = buf.memory
                 pool = resident.setdefault(mem, {})
@@ -246,12 +253,12 @@ def estimate_traffic(instance: Instance, op_order: Sequence[int], hardware: Hard
                 load[mem] = load.get(mem, 0) + buf.size_units
                 capacity = hardware.capacity(mem)
                 while load[mem] > capacity:
-                    victim = _victim(pool, needed, uses, p, buffers)
+                    victim = _victim(pool, needed, next_use, cost, p)
                     if victim is None:
                         break  # the op alone overflows: placement will say so
                     load[mem] -= pool.pop(victim)
                     evicted.add(victim)
-                    traffic += buffers[victim].spill_traffic_units
+                    traffic += cost[victim]
         for b in ending.get(p, ()):
             mem = buffers[b].memory
             if b in resident.get(mem, {}):
@@ -259,17 +266,23 @@ def estimate_traffic(instance: Instance, op_order: Sequence[int], hardware: Hard
     return traffic
 
 
+#: Distance to the next use of a buffer used no more.
+_NO_NEXT_USE = 10**9
+
+
 def _victim(
-    pool: dict[int, int], needed: Sequence[int], uses: dict[int, list[int]], p: int, buffers
+    pool: dict[int, int],
+    needed: Sequence[int],
+    next_use: dict[int, int],
+    cost: dict[int, int],
+    p: int,
 ) -> int | None:
+    """The resident buffer not needed at ``p`` used furthest ahead per unit of spill cost."""
     best, best_score = None, -1.0
     for b in pool:
         if b in needed:
             continue
-        ps = uses[b]
-        i = bisect.bisect_right(ps, p)
-        distance = ps[i] - p if i < len(ps) else 10**9
-        score = distance / buffers[b].spill_traffic_units
+        score = (next_use[b] - p) / cost[b]
         if score > best_score:
             best, best_score = b, score
     return best
