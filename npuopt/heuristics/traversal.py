@@ -238,11 +238,11 @@ def estimate_traffic(instance: Instance, op_order: Sequence[int], hardware: Hard
     for p, v in enumerate(op_order):
         needed = instance.bufs_of(v)
         for b in needed:
-            ps = uses.get(b)
-            if ps is None:
+            ahead = uses.get(b)
+            if ahead is None:
                 continue
-            i = bisect.bisect_right(ps, p)
-            next_use[b] = ps[i] if i < len(ps) else p + _NO_NEXT_USE
+            i = bisect.bisect_right(ahead, p)
+            next_use[b] = ahead[i] if i < len(ahead) else p + _NO_NEXT_USE
         for b in needed:
             buf = buffers[b]
             if b in evicted or b in starting.get(p, ()):
