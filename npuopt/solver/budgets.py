@@ -49,6 +49,8 @@ ORDERS_TO_PLACE = 2
 #: Traversal search (heuristics.traversal): share of the limit (as an evaluation count) and the
 #: annealing runs it is split into, each run's order placed.
 TRAVERSAL_SHARE, TRAVERSAL_RUNS = 0.15, 3
+#: Below this many evaluations per unit a run gets, the search returns its start unannealed.
+ANNEAL_MIN_EVALUATIONS = 4
 #: Stream-grouped orders (heuristics.streams): group sizes tried (and all streams at once), how
 #: many of the best estimates go on to placement, and their share of the limit (as estimates).
 STREAM_GROUPS, STREAM_ORDERS, STREAM_SHARE = (1, 2, 3, 4, 5, 6, 8), 3, 0.02

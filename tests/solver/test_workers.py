@@ -129,3 +129,31 @@ def test_a_second_worker_plans_the_same_runs_and_finds_the_same_problem_1_and_2_
         first, second = (a.best(problem) for a in answers)
         assert first is not None and second is not None
         assert first.solution == second.solution
+
+
+def test_too_few_evaluations_per_unit_return_the_start_unannealed():
+    """Below ANNEAL_MIN_EVALUATIONS per unit the traversal search makes one run, without
+    annealing: its order is the start's (traversal_start), estimate and all."""
+    from npuopt.heuristics.traversal import (
+        TraversalParams,
+        cluster_units_for,
+        find_units,
+        traversal_start,
+    )
+    from npuopt.solver.budgets import ANNEAL_MIN_EVALUATIONS
+    from npuopt.solver.solution import op_order_of
+    from npuopt.solver.stages.placement import start_traversal
+
+    inst = parse_instance(generate("conv", 2, nodes=600), name="c")
+    units = len(find_units(inst).members)
+    start = inst.topological_order
+    with Workers(inst, 1) as one:
+        short = SolveOptions(time_limit_s=1, speed=0.05)
+        runs, share = start_traversal(inst, short, start, one, 1e18)()
+        long = SolveOptions(time_limit_s=60, speed=1.0)
+        _, annealed = start_traversal(inst, long, start, one, 1e18)()
+    assert share == 0 and len(runs) == 1
+    assert annealed >= ANNEAL_MIN_EVALUATIONS * units  # the longer limit anneals
+    params = TraversalParams(max_cluster_units=cluster_units_for(0.1 * short.work_s))
+    first, cost = traversal_start(inst, short.hardware, op_order_of(inst, start), params)
+    assert runs[0][1] == cost

@@ -35,11 +35,13 @@ from npuopt.heuristics.traversal import (
     cluster_units_for,
     estimate_traffic,
     evaluations_for,
+    find_units,
     traversal_start,
 )
 from npuopt.models.placement import solve_placement
 from npuopt.solver.bounds import traffic_bound
 from npuopt.solver.budgets import (
+    ANNEAL_MIN_EVALUATIONS,
     FULL_PLACEMENT_BUFFERS,
     HOIST_LEADS,
     HOIST_SHARE,
@@ -179,14 +181,21 @@ def start_traversal(
     With several workers the runs start at once on ``width`` of them (all but one when this
     process goes on with Problem 1's refinement meanwhile) and the function returned waits for
     them; with one, they run when it is called. It returns each run's unit order and
-    estimate."""
+    estimate.
+
+    When the runs would get fewer than ``ANNEAL_MIN_EVALUATIONS`` evaluations per unit, one
+    run returns the start (the best of the greedy and clustered orders) without annealing: so
+    few moves found nothing better on any graph measured, and the time goes to the stages
+    after."""
     evaluations = evaluations_for(instance, TRAVERSAL_SHARE * options.work_s)
     share = max(1, evaluations // TRAVERSAL_RUNS)
+    rng = np.random.default_rng([options.seed, TRAVERSAL_STREAM])
+    seeds = [int(seed) for seed in rng.integers(2**31, size=TRAVERSAL_RUNS)]
+    if share < ANNEAL_MIN_EVALUATIONS * len(find_units(instance).members):
+        share, seeds = 0, seeds[:1]
     params = TraversalParams(
         max_evaluations=share, max_cluster_units=cluster_units_for(0.1 * options.work_s)
     )
-    rng = np.random.default_rng([options.seed, TRAVERSAL_STREAM])
-    seeds = [int(seed) for seed in rng.integers(2**31, size=TRAVERSAL_RUNS)]
     ops = op_order_of(instance, start)
     # The count is the budget; the clock only stops a search the count misjudged.
     cap = 2 * TRAVERSAL_SHARE * options.time_limit_s
@@ -234,10 +243,8 @@ def _traversal_orders(
     runs, share = found()
     runs = sorted(runs, key=lambda run: run[1])
     estimates = ", ".join(f"{estimate:,}" for _, estimate in runs)
-    report(
-        "P2-order",
-        f"traversal search: estimated traffic {estimates} ({len(runs)} x {share:,} evaluations)",
-    )
+    how = f"{len(runs)} x {share:,} evaluations" if share else "too few evaluations to anneal"
+    report("P2-order", f"traversal search: estimated traffic {estimates} ({how})")
     orders: list[tuple[int, ...]] = []
     for op_order, _ in runs:
         try:
