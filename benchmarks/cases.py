@@ -67,8 +67,11 @@ def write_table(out: Path, table: str) -> str:
     ).stdout.strip()
 
 
-def run_case(graph: Path, out: Path, args: argparse.Namespace) -> dict:
-    """Solve one graph in its own process; return its summary row, wall time and peak RSS."""
+def run_case(
+    graph: Path, out: Path, args: argparse.Namespace, env: dict[str, str] | None = None
+) -> dict:
+    """Solve one graph in its own process (``env`` replaces its environment); return its
+    summary row, wall time and peak RSS."""
     cmd = [
         *NPUOPT,
         "solve",
@@ -91,7 +94,7 @@ def run_case(graph: Path, out: Path, args: argparse.Namespace) -> dict:
         *(["--speed", str(args.speed)] if args.speed is not None else []),
     ]
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, env=env)
     peak = [0]
     sampler = threading.Thread(target=_sample_tree, args=(proc.pid, peak), daemon=True)
     sampler.start()
