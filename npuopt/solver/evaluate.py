@@ -444,24 +444,25 @@ def _check_offsets(
     instance: Instance, solution: Solution, hardware: Hardware, out: _Collector
 ) -> bool:
     """Every buffer has an offset and every offset obeys capacity and alignment."""
-    missing = [b for b in instance.buffers if b not in solution.offsets]
+    buffers = instance.buffers  # once: each read of the property costs a model lookup
+    missing = [b for b in buffers if b not in solution.offsets]
     if missing:
         out.add("offset", f"{len(missing)} buffer(s) have no offset, first buffer {missing[0]}")
-    unknown = [b for b in solution.offsets if b not in instance.buffers]
+    unknown = [b for b in solution.offsets if b not in buffers]
     if unknown:
         out.add("offset", f"offset given for unknown buffer {unknown[0]}")
-    bad_spills = [s.buf_id for s in solution.spills if s.buf_id not in instance.buffers]
+    bad_spills = [s.buf_id for s in solution.spills if s.buf_id not in buffers]
     if bad_spills:
         out.add("spill", f"spill of unknown buffer {bad_spills[0]}")
     if missing or bad_spills:
         return False
-    placed = [(b, o, "offset") for b, o in solution.offsets.items() if b in instance.buffers]
+    placed = [(b, o, "offset") for b, o in solution.offsets.items() if b in buffers]
     placed += [
         (s.buf_id, s.new_offset_units, f"spill {k} new offset")
         for k, s in enumerate(solution.spills)
     ]
     for b, offset, what in placed:
-        buf = instance.buffers[b]
+        buf = buffers[b]
         capacity = hardware.capacity(buf.memory)
         if offset < 0 or offset + buf.size_units > capacity:
             out.add(

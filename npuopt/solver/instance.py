@@ -160,6 +160,7 @@ class Instance(BaseModel):
     _cycles: np.ndarray = PrivateAttr()
     _pipes: tuple[str, ...] = PrivateAttr()
     _copy_in_backed: frozenset[int] = PrivateAttr()
+    _edge_array: np.ndarray | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _validate_graph(self) -> Instance:
@@ -284,10 +285,15 @@ class Instance(BaseModel):
         return node.bufs if isinstance(node, OpNode) else ()
 
     def edge_array(self) -> np.ndarray:
-        """The file's edges, deduplicated, as an ``(E, 2)`` int64 array (without the
-        ALLOC -> FREE edges the lookups add where the file leaves them out)."""
-        pairs = sorted({(int(a), int(b)) for a, b in self.edges})
-        return np.array(pairs, dtype=np.int64).reshape(-1, 2)
+        """The file's edges, deduplicated, as a read-only ``(E, 2)`` int64 array (without the
+        ALLOC -> FREE edges the lookups add where the file leaves them out). Built once: the
+        evaluator reads it on every call."""
+        if self._edge_array is None:
+            pairs = sorted({(int(a), int(b)) for a, b in self.edges})
+            edges = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+            edges.setflags(write=False)
+            self._edge_array = edges
+        return self._edge_array
 
     def check_hardware(self, hardware: Hardware) -> None:
         """Check every buffer fits its memory on ``hardware``.
