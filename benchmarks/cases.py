@@ -67,6 +67,31 @@ def write_table(out: Path, table: str) -> str:
     ).stdout.strip()
 
 
+def full_options(
+    time_limit: float, seed: int, speed: float | None, workers: int
+) -> argparse.Namespace:
+    """:func:`run_case`'s options for the whole pipeline (Problems 1-3, full method, residency
+    rule), as the benchmarks that compare runs use it."""
+    return argparse.Namespace(
+        time_limit=time_limit,
+        seed=seed,
+        problem="all",
+        method="full",
+        reuse_rule="residency",
+        speed=speed,
+        workers=workers,
+    )
+
+
+def answers(row: dict) -> tuple[int | None, int | None, int | None]:
+    """A summary row's P1 peak, P2 traffic and P3 makespan (``None`` where missing)."""
+    return (
+        row.get("p1", {}).get("max_v_stay_units"),
+        row.get("p2", {}).get("extra_traffic_units"),
+        row.get("p3", {}).get("makespan_cycles"),
+    )
+
+
 def run_case(
     graph: Path, out: Path, args: argparse.Namespace, env: dict[str, str] | None = None
 ) -> dict:

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from cases import NPUOPT, PUBLIC, run_case, write_table  # noqa: E402
+from cases import NPUOPT, PUBLIC, answers, full_options, run_case, write_table  # noqa: E402
 
 from npuopt.instances import OFFICIAL_CASES, official_case  # noqa: E402
 from npuopt.instances.generator import FAMILIES  # noqa: E402
@@ -68,14 +68,6 @@ def _generate(family: str, nodes: int, out: Path) -> Path:
         stdout=subprocess.DEVNULL,
     )
     return out
-
-
-def _values(row: dict) -> tuple[int | None, int | None, int | None]:
-    return (
-        row.get("p1", {}).get("max_v_stay_units"),
-        row.get("p2", {}).get("extra_traffic_units"),
-        row.get("p3", {}).get("makespan_cycles"),
-    )
 
 
 def _cell(value: int | None, reference: int | None, problem: int) -> str:
@@ -135,17 +127,9 @@ def main() -> None:
 
     def solve(item: tuple[str, Path, str | None, str, float]) -> tuple[str, dict]:
         label, path, _, _, limit = item
-        options = argparse.Namespace(
-            time_limit=limit,
-            seed=args.seed,
-            problem="all",
-            method="full",
-            reuse_rule="residency",
-            speed=args.speed,
-            workers=args.workers,
-        )
+        options = full_options(limit, args.seed, args.speed, args.workers)
         row = run_case(path, out / "runs" / label, options)
-        print(f"{label}: {row['wall_s']} s, {_values(row)}", file=sys.stderr)
+        print(f"{label}: {row['wall_s']} s, {answers(row)}", file=sys.stderr)
         return label, row
 
     with ThreadPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
@@ -158,13 +142,13 @@ def main() -> None:
     ]
     for label, _, reference, kind, _ in plan:
         row = rows[label]
-        values = _values(row)
+        values = answers(row)
         after: list[str] = []
         if reference is None:
             refs: tuple[int | None, ...] = (None, None, None)
             compared = "-"
         elif kind == "union":
-            apart = [_values(rows[p]) for p in reference.split("+")]
+            apart = [answers(rows[p]) for p in reference.split("+")]
             refs = (
                 max(v[0] or 0 for v in apart),
                 sum(v[1] or 0 for v in apart),
@@ -188,7 +172,7 @@ def main() -> None:
                     + f" | {row.get('p3', {}).get('extra_traffic_units', '-'):,} | - | - |"
                 )
         else:
-            refs = _values(rows[reference])
+            refs = answers(rows[reference])
             compared = reference
         cells = [_cell(v, r, p) for p, (v, r) in enumerate(zip(values, refs, strict=True), 1)]
         lines.append(

@@ -27,11 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from cases import run_case, write_table  # noqa: E402
+from cases import answers, full_options, run_case, write_table  # noqa: E402
 
 from npuopt.instances import OFFICIAL_CASES, official_case  # noqa: E402
-
-KEYS = {1: "max_v_stay_units", 2: "extra_traffic_units", 3: "makespan_cycles"}
 
 
 def differing(first: Path, second: Path) -> list[str]:
@@ -57,15 +55,7 @@ def main() -> None:
     today = dt.date.today().isoformat()
     out = args.out or ROOT / "results" / f"{today}_{args.name}"
     graphs = [(c, official_case(c)) for c in args.cases or OFFICIAL_CASES]
-    options = argparse.Namespace(
-        time_limit=args.time_limit,
-        seed=args.seed,
-        problem="all",
-        method="full",
-        reuse_rule="residency",
-        speed=args.speed,
-        workers=args.workers,
-    )
+    options = full_options(args.time_limit, args.seed, args.speed, args.workers)
     lines = [
         "| graph | P1 h1 / h2 | P2 h1 / h2 | P3 h1 / h2 | files that differ |",
         "|---|---|---|---|---|",
@@ -81,10 +71,7 @@ def main() -> None:
 
         with ThreadPoolExecutor(max_workers=2) as pool:  # both at once
             first, second = pool.map(run, ("1", "2"))
-        cells = [
-            f"{first[f'p{p}'].get(KEYS[p]):,} / {second[f'p{p}'].get(KEYS[p]):,}"
-            for p in (1, 2, 3)
-        ]
+        cells = [f"{a:,} / {b:,}" for a, b in zip(answers(first), answers(second), strict=True)]
         diff = differing(out / "runs" / name / "h1", out / "runs" / name / "h2")
         lines.append(f"| {name} | {' | '.join(cells)} | {', '.join(diff) or 'none'} |")
         print(lines[-1], file=sys.stderr)

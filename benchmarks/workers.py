@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from cases import NPUOPT, run_case, write_table  # noqa: E402
+from cases import NPUOPT, answers, full_options, run_case, write_table  # noqa: E402
 
 from npuopt.instances import OFFICIAL_CASES, official_case  # noqa: E402
 
@@ -43,8 +43,7 @@ def _reached(history: list[dict], problem: int, value: int) -> float | None:
 
 
 def _value(row: dict, problem: int) -> int | None:
-    key = {1: "max_v_stay_units", 2: "extra_traffic_units", 3: "makespan_cycles"}[problem]
-    return row.get(f"p{problem}", {}).get(key)
+    return answers(row)[problem - 1]
 
 
 def main() -> None:
@@ -77,15 +76,7 @@ def main() -> None:
             graphs.append((copy.stem, copy))
 
     def options(workers: int) -> argparse.Namespace:
-        return argparse.Namespace(
-            time_limit=args.time_limit,
-            seed=args.seed,
-            problem="all",
-            method="full",
-            reuse_rule="residency",
-            speed=args.speed,
-            workers=workers,
-        )
+        return full_options(args.time_limit, args.seed, args.speed, workers)
 
     def one(item: tuple[str, Path]) -> dict:
         name, path = item
