@@ -107,8 +107,7 @@ def refine_pipes(
         seeds = np.random.default_rng(seed).integers(2**31, size=options.workers - 1)
         side = Workers(instance, options.workers - 1, spawn=True)
         # The side chains end before the main one, so that waiting for them leaves the
-        # justification and re-offsetting below their passes (on Matmul_Case0 at 600 s they ran
-        # to the deadline, and those passes, which improved the one-worker answer, never ran).
+        # justification and re-offsetting below their passes (docs/decisions.md, "Workers").
         early = deadline - 3 * pass_s - P3_LNS.step_time_s
         calls = [
             (start.solution, hardware, rule, cap, budget, int(s), early, bound) for s in seeds
