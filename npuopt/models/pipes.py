@@ -58,8 +58,7 @@ from npuopt.solver.evaluate import (
     ReuseRule,
     Segment,
     evaluate,
-    extended_graph,
-    precedence_graph,
+    precedence_graphs,
     residency_segments,
 )
 from npuopt.solver.hardware import MEMORIES, Hardware
@@ -168,16 +167,9 @@ def frame(
     judged = evaluate(instance, solution, 3, hardware, reuse_rule)
     if not judged.valid or judged.start_cycles is None or judged.end_cycles is None:
         return None
-    pred, cycles, pipe = precedence_graph(instance, solution)
-    n_total = len(solution.order)
-    pos = np.empty(n_total, dtype=np.int64)
-    pos[np.asarray(solution.order, dtype=np.int64)] = np.arange(n_total)
-    fixed_pred = [list(ps) for ps in extended_graph(instance, solution, pos).pred]
-    for seg in residency_segments(instance, solution, pos):
-        fixed_pred[seg.end].append(seg.start)
+    graphs = precedence_graphs(instance, solution)
+    pred, fixed_pred, cycles, pipe = graphs.pred, graphs.fixed, graphs.cycles, graphs.pipe
     start, end = judged.start_cycles, judged.end_cycles
-    kind = _kinds(instance, solution)
-    position = {v: p for p, v in enumerate(solution.order)}
     # Each pipe's sequence must survive the sort (a zero-cycle node may share its start with
     # the next node on its pipe): chain it into the precedences the sort obeys.
     chained = [list(ps) for ps in pred]
@@ -188,16 +180,15 @@ def frame(
             if unit in last_on:
                 chained[v].append(last_on[unit])
             last_on[unit] = v
-    order = _topological(
-        list(solution.order), chained, lambda v: (int(start[v]), kind[v], position[v])
-    )
-    succ: list[list[int]] = [[] for _ in pred]
-    for v, ps in enumerate(pred):
-        for u in set(ps):
-            succ[u].append(v)
-    tail = np.zeros(len(pred), dtype=np.int64)
+    order = _by_start(solution.order, chained, start, _kinds(instance, solution))
+    # Longest path after each node: pushed to the predecessors, latest node first.
+    tails = [0] * len(pred)
     for v in reversed(order):
-        tail[v] = max((tail[w] + cycles[w] for w in succ[v]), default=0)
+        reach = tails[v] + cycles[v]
+        for u in pred[v]:
+            if reach > tails[u]:
+                tails[u] = reach
+    tail = np.asarray(tails, dtype=np.int64)
     normalised = Solution(order=tuple(order), offsets=solution.offsets, spills=solution.spills)
     return PipeFrame(
         normalised,
@@ -1000,6 +991,23 @@ def _window_order(
                     pred[seg.start].add(int(previous))
         span[:] = seg.end
     return _topological(list(free), {v: list(p) for v, p in pred.items()}, rank.__getitem__)
+
+
+def _by_start(
+    order: Sequence[int], pred: list[list[int]], start: np.ndarray, kind: list[int]
+) -> list[int]:
+    """The nodes of ``order`` by start cycle, then kind, then position in ``order``, each after
+    its predecessors (Kahn's algorithm with that key): when the plain sort already respects
+    every predecessor, as it does unless zero-cycle nodes tie, it is that order."""
+    nodes = np.asarray(order, dtype=np.int64)
+    ranked = nodes[np.lexsort((np.arange(len(nodes)), np.asarray(kind)[nodes], start[nodes]))]
+    out = ranked.tolist()
+    rank = [0] * len(pred)
+    for r, v in enumerate(out):
+        rank[v] = r
+    if all(rank[u] < rank[v] for v in out for u in pred[v]):
+        return out
+    return _topological(list(order), pred, rank.__getitem__)
 
 
 def _topological(nodes: list[int], pred, key) -> list[int]:  # type: ignore[no-untyped-def]

@@ -669,17 +669,37 @@ def precedence_graph(
     held it before ends before the next one starts). Any order that respects them keeps the
     solution valid with the same traffic; the schedule of a valid solution is one such order.
     """
+    graphs = precedence_graphs(instance, solution)
+    return graphs.pred, graphs.cycles, graphs.pipe
+
+
+@dataclass(frozen=True)
+class PrecedenceGraphs:
+    """:func:`precedence_graph` and its part that holds whatever the addresses: ``fixed`` has
+    the graph and spill edges and each segment's start before its end, ``pred`` adds the
+    reuse edges."""
+
+    pred: list[list[int]]
+    fixed: list[list[int]]
+    cycles: list[int]
+    pipe: list[str | None]
+
+
+def precedence_graphs(instance: Instance, solution: Solution) -> PrecedenceGraphs:
+    """:func:`precedence_graph` with and without its reuse edges, from one pass."""
     n_total = instance.n_nodes + 2 * len(solution.spills)
     pos = np.empty(n_total, dtype=np.int64)
     pos[np.asarray(solution.order, dtype=np.int64)] = np.arange(n_total)
     graph = extended_graph(instance, solution, pos)
-    pred = [list(p) for p in graph.pred]
+    fixed = graph.pred  # built for this call: extended with the segments in place
     segments = residency_segments(instance, solution, pos)
+    for seg in segments:
+        fixed[seg.end].append(seg.start)
+    pred = [list(p) for p in fixed]
     segments.sort(key=lambda s: pos[s.start])
     by_memory: dict[str, np.ndarray] = {}
     ends: list[int] = []
     for index, seg in enumerate(segments):
-        pred[seg.end].append(seg.start)
         last = by_memory.get(seg.memory)
         top = seg.offset_units + seg.size_units
         if last is None or len(last) < top:
@@ -692,4 +712,4 @@ def precedence_graph(
             pred[seg.start].append(ends[previous])
         units[:] = index
         ends.append(seg.end)
-    return pred, graph.cycles, graph.pipe
+    return PrecedenceGraphs(pred, fixed, graph.cycles, graph.pipe)

@@ -109,9 +109,7 @@ def refine_pipes(
         # The side chains end before the main one, so that waiting for them leaves the
         # justification and re-offsetting below their passes (docs/decisions.md, "Workers").
         early = deadline - 3 * pass_s - P3_LNS.step_time_s
-        calls = [
-            (start.solution, hardware, rule, cap, budget, int(s), early, bound) for s in seeds
-        ]
+        calls = [(start.solution, hardware, rule, cap, budget, int(s), early, bound) for s in seeds]
         collect = side.start(pipe_chain, calls)
     try:
         _main_chain(instance, result, options, start, budget, seed, deadline, bound, keep, report)
