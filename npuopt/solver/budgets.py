@@ -67,18 +67,61 @@ P2_LNS = LnsParams(initial_window=12, min_window=4, max_window=80, step_time_s=2
 
 # -- Problem 3 ------------------------------------------------------------------------------
 
-#: Refinement budget and deadline (the rest of the limit is for writing files).
-P3_WORK, P3_DEADLINE = 0.14, 0.97
+#: Deadline of the refinement (the rest of the limit is for writing files).
+P3_DEADLINE = 0.97
 #: The full pipe model runs first up to this many nodes (spill nodes included).
 FULL_PIPE_NODES = 400
 #: Window LNS over the pipe model: windows are runs of nodes by start time.
 P3_LNS = LnsParams(initial_window=80, min_window=20, max_window=2000, step_time_s=0.4)
-#: Deterministic seconds of the pipe model per second of the reference machine, and per
-#: deterministic second of the ordering and placement models handed over when their stages end
-#: early (their rates, ~0.45 and ~0.35 a second).
-P3_RATE = 0.2
-P1_TO_P3_WORK = P3_RATE / 0.45
-P2_TO_P3_WORK = P3_RATE / 0.35
+#: Deterministic seconds of the ordering, placement and pipe models per second of the
+#: reference machine. Work a stage leaves unused is handed to Problem 3 at these rates.
+ORDER_RATE, PLACE_RATE, P3_RATE = 0.45, 0.35, 0.2
+P1_TO_P3_WORK = P3_RATE / ORDER_RATE
+P2_TO_P3_WORK = P3_RATE / PLACE_RATE
+#: Reference seconds per second of the limit that the stages before Problem 3 take when each
+#: uses its whole budget.
+PLANNED_BEFORE_P3 = (
+    PORTFOLIO_SHARE
+    + COMPACTION_SHARE * (1 + CLOSING_DESCENT)
+    + P1_WORK / ORDER_RATE
+    + TRAVERSAL_SHARE
+    + STREAM_SHARE
+    + HOIST_SHARE
+    + P2_WORK / PLACE_RATE
+)
+#: Where Problem 3's LNS ends by plan (share of the limit): the rest, up to its deadline, is
+#: for the re-offsetting and justification passes after it. Its budget is what the plan leaves
+#: (:func:`p3_budget`), so that it ends on its budget, not on the clock: the same steps, the
+#: same files on every run.
+P3_END = 0.85
+#: Reference seconds per node of the whole-graph work that no budget counts before Problem 3
+#: (canonical names, bounds, list scheduling, placing the candidates).
+UNCOUNTED_NODE_S = 3e-3
+#: Reference seconds per node (spill nodes included) of a Problem 3 LNS step's whole-graph
+#: work (framing the candidate, the segments the model reads), charged to the budget beside
+#: CP-SAT's deterministic time, at ``P3_RATE``.
+FRAME_NODE_S = 4.5e-5
+#: Most rounds of justification after the LNS (each a whole-graph pass).
+JUSTIFY_ROUNDS = 8
+
+
+def p3_budget(work_s: float, nodes: int, alone: bool = False) -> float:
+    """Problem 3's LNS budget (deterministic seconds of the pipe model, before what earlier
+    stages hand on): what the plan leaves of a ``work_s`` limit up to ``P3_END``, less the
+    work no budget counts on a graph of ``nodes`` nodes; ``alone``: Problem 3 from a stored
+    answer, no stage before it."""
+    if alone:
+        return P3_RATE * P3_END * work_s
+    planned = (P3_END - PLANNED_BEFORE_P3) * work_s - UNCOUNTED_NODE_S * nodes
+    return P3_RATE * max(planned, 0.0)
+
+
+def frame_work(nodes: int) -> float:
+    """What one Problem 3 LNS step's whole-graph work counts for, in deterministic seconds of
+    the pipe model, on a solution of ``nodes`` nodes."""
+    return P3_RATE * FRAME_NODE_S * nodes
+
+
 #: With several workers, each other one runs an LNS chain of its own when the Problem 3 budget
 #: is at least this (deterministic seconds): a fresh process takes a few seconds to start.
 SIDE_CHAIN_MIN_WORK = 5.0

@@ -122,6 +122,9 @@ class LnsResult(Generic[S]):
     proven_optimal: bool = False
     work: float = 0.0
     stalled: bool = False
+    #: Why the search ended: ``"bound"``, ``"steps"``, ``"budget"``, ``"stall"`` (these four
+    #: are reproducible) or ``"deadline"`` (the machine fell behind its budget).
+    stop: str = "deadline"
 
     def outcomes(self) -> dict[str, int]:
         """Number of steps per outcome."""
@@ -189,17 +192,19 @@ def run_lns(
     longest = 0.0  # the slowest step so far: the next one starts only if that much is left
     while True:
         if lower_bound is not None and best_key <= lower_bound:
-            result.proven_optimal = True
+            result.proven_optimal, result.stop = True, "bound"
             break
-        if params.max_steps is not None and index >= params.max_steps:
+        if params.max_steps is not None and index >= params.max_steps or not neighbourhoods:
+            result.stop = "steps"
             break
         if params.work_budget is not None and work >= params.work_budget:
+            result.stop = "budget"
             break
         if params.stall_work is not None and work - gained_at >= params.stall_work:
-            result.stalled = True
+            result.stalled, result.stop = True, "stall"
             break
         left = deadline - time.monotonic()
-        if left < max(0.2 * params.step_time_s, longest) or not neighbourhoods:
+        if left < max(0.2 * params.step_time_s, longest):
             break
         chosen = int(rng.choice(len(neighbourhoods), p=scores / scores.sum()))
         hood = neighbourhoods[chosen]

@@ -226,7 +226,7 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
 
 def _lns_stats(lns: LnsResult[Any] | None) -> dict[str, Any]:
     """Steps, outcomes and deterministic work of an LNS run (nothing when none ran), and
-    whether it stopped because its objective stalled."""
+    why it stopped (``lns_stop``: only ``"deadline"`` may differ from run to run)."""
     if lns is None:
         return {}
     return {
@@ -234,6 +234,7 @@ def _lns_stats(lns: LnsResult[Any] | None) -> dict[str, Any]:
         "lns_outcomes": lns.outcomes(),
         "lns_work": round(lns.work, 2),
         "lns_stalled": lns.stalled,
+        "lns_stop": lns.stop,
     }
 
 

@@ -31,7 +31,7 @@ from npuopt.heuristics.generators import Structure, remember_structure
 from npuopt.heuristics.ordering import OrderingRun
 from npuopt.heuristics.pipes import compact
 from npuopt.solver.bounds import TrafficBound, makespan_bound, order_bound
-from npuopt.solver.budgets import COMPOSE_NODE_S, COMPOSE_SHARE
+from npuopt.solver.budgets import COMPOSE_NODE_S, COMPOSE_SHARE, p3_budget
 from npuopt.solver.canonical import Canonical, canonicalize
 from npuopt.solver.case import (
     METHODS,
@@ -302,7 +302,7 @@ def _refine_named(instance: Instance, solution: Solution, options: SolveOptions)
         np.random.default_rng(options.seed),
         time.monotonic() - options.spent_s,
         0.0,
-        0.0,
+        p3_budget(options.work_s, instance.n_nodes, alone=True),
         lambda stage, message: None,
     )
     settle(instance, options, result)
@@ -344,7 +344,10 @@ def _pipeline(
     result.p3 = fastest_within_budget(result, options)
     result.note()
     if options.method == "full":
-        refine_pipes(instance, result, options, rng, started, pass_s, p1.handed + handed, report)
+        # From the configured limit and the graph, never from the clock: the same work on
+        # every run.
+        budget = p3_budget(options.work_s, instance.n_nodes) + p1.handed + handed
+        refine_pipes(instance, result, options, rng, started, pass_s, budget, report)
     settle(instance, options, result)
     assert result.p3 is not None and result.p3_bound is not None
     e3 = result.p3.evaluation

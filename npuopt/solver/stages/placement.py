@@ -50,6 +50,7 @@ from npuopt.solver.budgets import (
     P2_LNS,
     P2_TO_P3_WORK,
     P2_WORK,
+    P3_RATE,
     STREAM_GROUPS,
     STREAM_ORDERS,
     STREAM_SHARE,
@@ -114,7 +115,7 @@ def placement_stage(
         offer(result, quick, options)
         report("P2-first", f"traffic {quick.evaluation.extra_traffic_units:,} ({quick.method})")
     found = searching or start_traversal(instance, options, orders[0][1], workers, deadline)
-    traversals = _traversal_orders(instance, found, report)
+    traversals, annealed = _traversal_orders(instance, found, report)
     for traversal in reversed(traversals):
         if traversal not in (o for _, o in orders):
             orders.insert(0, ("traversal", traversal))
@@ -144,8 +145,11 @@ def placement_stage(
     result.p2 = min(result.candidates, key=lambda c: c.evaluation.objective())
     result.note()
     handed = 0.0
+    if not annealed and workers.count == 1:
+        # The search's share went unused (with more workers it ran beside Problem 1).
+        handed += P3_RATE * TRAVERSAL_SHARE * options.work_s
     if options.method == "full":
-        handed = P2_TO_P3_WORK * refine_placement(instance, result, options, rng, started, report)
+        handed += P2_TO_P3_WORK * refine_placement(instance, result, options, rng, started, report)
     e2 = result.p2.evaluation
     report(
         "P2",
@@ -237,9 +241,9 @@ def _traversal_orders(
     instance: Instance,
     found: Traversals,
     report: Callable[[str, str], None],
-) -> list[tuple[int, ...]]:
+) -> tuple[list[tuple[int, ...]], bool]:
     """The traversal search's orders (:func:`start_traversal`), lowest estimate first (every
-    one goes on to placement)."""
+    one goes on to placement), and whether it annealed."""
     runs, share = found()
     runs = sorted(runs, key=lambda run: run[1])
     estimates = ", ".join(f"{estimate:,}" for _, estimate in runs)
@@ -251,7 +255,7 @@ def _traversal_orders(
             orders.append(schedule_from_op_order(instance, op_order))
         except ValueError:
             continue  # no schedule keeps the order (single residency): not a candidate
-    return orders
+    return orders, share > 0
 
 
 def _stream_orders(

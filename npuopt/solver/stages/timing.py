@@ -25,10 +25,11 @@ from npuopt.models.pipes import frame as pipe_frame
 from npuopt.solver.bounds import makespan_bound
 from npuopt.solver.budgets import (
     FULL_PIPE_NODES,
+    JUSTIFY_ROUNDS,
     P3_DEADLINE,
     P3_LNS,
-    P3_WORK,
     SIDE_CHAIN_MIN_WORK,
+    frame_work,
 )
 from npuopt.solver.case import Candidate, CaseResult, SolveOptions, offer, traffic_room, wall_cap
 from npuopt.solver.evaluate import ReuseRule, evaluate
@@ -47,11 +48,11 @@ def refine_pipes(
     rng: np.random.Generator,
     started: float,
     pass_s: float,
-    extra: float,
+    budget: float,
     report: Callable[[str, str], None],
 ) -> None:
-    """Problem 3 refinement of the chosen answer for its budget (``P3_WORK``, plus ``extra``
-    handed over by earlier stages):
+    """Problem 3 refinement of the chosen answer for its ``budget`` (deterministic seconds of
+    the pipe model, each LNS step's whole-graph work counted in, :func:`budgets.frame_work`):
     windowed LNS over the CP-SAT pipe model, whose windows may drop or add spills within the
     traffic budget (:func:`_traffic_room`). Every faster
     answer is offered to the result at once. ``pass_s`` is what one whole-graph pass took
@@ -78,8 +79,6 @@ def refine_pipes(
     def keep(timed: PipeFrame) -> None:
         offer(result, Candidate(method, timed.solution, timed.evaluation), options)
 
-    # From the configured limit, never from the clock: the same work on every run.
-    budget = P3_WORK * options.work_s + extra
     bound = makespan_bound(instance, start.solution).cycles
     if len(start.solution.order) <= FULL_PIPE_NODES:
         full = solve_pipes(
@@ -237,6 +236,7 @@ def _repair(
         )
         timed = pipe_frame(instance, answer.solution, hardware, rule) if answer.solution else None
         work = float(answer.info.get("deterministic_time", time_limit_s))
+        work += frame_work(len(incumbent.solution.order))
         return Repaired(timed, answer.status is Status.OPTIMAL, answer.status.value, work)
 
     return repair
@@ -250,11 +250,12 @@ def _justify(
     pass_s: float,
 ) -> None:
     """Offer the Problem 3 answer re-sequenced by justification from its own times
-    (:func:`heuristics.pipes.justify`) while that is faster, a round at a time while a
-    whole-graph pass still fits before ``deadline``. After the 600 s LNS it cut
-    FlashAttention_Case0 from 29,867 to 29,791 and Matmul_Case1 from 1,355,678 to 1,314,058
-    (the stored answers of results/2026-11-23_pipeline-600s-traversals)."""
-    while result.p3 is not None and deadline - time.monotonic() > pass_s:
+    (:func:`heuristics.pipes.justify`) while that is faster, up to ``JUSTIFY_ROUNDS`` rounds,
+    a round at a time while a whole-graph pass still fits before ``deadline`` (what it gains:
+    docs/decisions.md, "Justification")."""
+    for _ in range(JUSTIFY_ROUNDS):
+        if result.p3 is None or deadline - time.monotonic() <= pass_s:
+            return
         current = result.p3
         ends = current.evaluation.end_cycles
         if ends is None:
