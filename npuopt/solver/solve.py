@@ -104,12 +104,12 @@ def solve_instance(
 
 def compose_reserve(instance: Instance, options: SolveOptions) -> float:
     """Seconds of the limit kept for putting a graph's parts together: the share
-    ``COMPOSE_SHARE`` of what is left, or the time the whole-graph evaluations and compactions
+    ``COMPOSE_SHARE`` of the limit, or the time the whole-graph evaluations and compactions
     take at this size (``COMPOSE_NODE_S`` a node), whichever is more, but never more than half
-    of what is left."""
-    left = max(options.time_limit_s - options.spent_s, 0.0)
+    of the limit. From the limit alone, not the clock: the parts' budgets follow from it."""
+    limit = max(options.time_limit_s, 0.0)
     needed = instance.n_nodes * COMPOSE_NODE_S / options.speed
-    return min(max(left * COMPOSE_SHARE, needed), left / 2)
+    return min(max(limit * COMPOSE_SHARE, needed), limit / 2)
 
 
 def _solve_parts(
@@ -117,18 +117,23 @@ def _solve_parts(
 ) -> CaseResult:
     """Each part (:mod:`solver.parts`) solved on its own for its share of the limit (by node
     count), the answers then put one after another; for Problems 2 and 3 the parts' addresses
-    also side by side where memory allows, re-sequenced for the pipes, the faster kept."""
+    also side by side where memory allows, re-sequenced for the pipes, the faster kept.
+
+    The shares are fixed in advance, so that the same parts get the same budgets on every run.
+    A part that starts late (the loading, or earlier parts that overran on a machine slower
+    than its speed factor) keeps its budget and loses the delay from its deadlines only."""
     started = time.monotonic() - options.spent_s
-    end = started + options.time_limit_s
-    reserve = compose_reserve(instance, options)
     solved: list[CaseResult] = []
     interrupted: str | None = None
-    for index, part in enumerate(parts):
-        # Its share, by node count, of what is actually left (a part may overrun its own).
-        rest = sum(p.instance.n_nodes for p in parts[index:])
-        share = max(end - reserve - time.monotonic(), 0.0) * part.instance.n_nodes / rest
+    total = sum(p.instance.n_nodes for p in parts)
+    planned = options.time_limit_s - compose_reserve(instance, options)
+    due = started  # when the next part starts by plan
+    for part in parts:
+        share = planned * part.instance.n_nodes / total
+        late = max(time.monotonic() - due, 0.0)
+        due += share
         sub = solve_instance(
-            part.instance, replace(options, time_limit_s=share, spent_s=0.0), progress
+            part.instance, replace(options, time_limit_s=share, spent_s=late), progress
         )
         solved.append(sub)
         if sub.interrupted:

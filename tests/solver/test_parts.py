@@ -92,3 +92,18 @@ def test_the_time_kept_for_composing_grows_with_the_graph_not_past_half_the_limi
     assert compose_reserve(large, at) > compose_reserve(small, at)
     assert compose_reserve(large, SolveOptions(time_limit_s=6.0, speed=1.0)) == 3.0
     assert compose_reserve(large, SolveOptions(time_limit_s=600.0, speed=1.0)) == 30.0
+
+
+def test_the_parts_get_the_same_budgets_however_late_the_solve_starts():
+    """The parts' shares of the limit are fixed in advance: a solve that starts late (the
+    loading took longer, ``spent_s``) loses the delay from its deadlines only, and finds the
+    same answers (before, each part's share was read from the clock)."""
+    _, _, whole = _union()
+    tight = Hardware(capacity={"L1": 2048, "UB": 512})
+    answers = []
+    for spent in (0.0, 1.5):
+        options = SolveOptions(time_limit_s=24.0, seed=3, speed=1.0, hardware=tight, spent_s=spent)
+        result = solve_instance(whole, options)
+        assert len(result.parts) == 2
+        answers.append([result.best(p).solution for p in (1, 2, 3)])
+    assert answers[0] == answers[1]
