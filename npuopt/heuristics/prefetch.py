@@ -33,9 +33,10 @@ def release_earlier(
     reuse_rule: ReuseRule = "residency",
     *,
     rounds: int = 8,
+    max_trials: int | None = None,
     deadline: float | None = None,
     judged: Evaluation | None = None,
-) -> tuple[Solution, Evaluation]:
+) -> tuple[Solution, Evaluation, int]:
     """Re-offset segments held back by address reuse, compact, keep while the makespan drops.
 
     A sweep proposes its moves in sweep order; any prefix of them is valid (each move was
@@ -43,23 +44,29 @@ def release_earlier(
     tried, then the first quarter, and so on. Each trial is judged twice: in the current
     order (the loads run as soon as their pipe and the new range allow, and whatever an
     earlier re-timing achieved stays) and compacted (re-timed from scratch). Returns the best
-    solution found and its Problem 3 evaluation (``solution`` itself, judged, when nothing
-    helps). ``deadline`` (``time.monotonic()``): a trial starts only if the slowest one so far
-    still fits before it. ``judged``: the evaluation of ``solution`` under ``reuse_rule`` when
-    the caller has it (on a 100k-node graph one costs 2 s).
+    solution found, its Problem 3 evaluation (``solution`` itself, judged, when nothing
+    helps) and the number of trials made, at most ``max_trials`` (the caller's budget: a trial
+    is a whole-graph pass). ``deadline`` (``time.monotonic()``): a trial starts only if the
+    slowest one so far still fits before it (a safety net for a machine running late).
+    ``judged``: the evaluation of ``solution`` under ``reuse_rule`` when the caller has it (on a
+    100k-node graph one costs 2 s).
     """
     best = solution
     best_eval = judged if judged is not None else evaluate(instance, best, 3, hardware, reuse_rule)
+    trials = 0
     if not best_eval.valid:
-        return best, best_eval
+        return best, best_eval, trials
     slowest = 0.0  # the slowest trial so far: the next one starts only if that much is left
     for _ in range(rounds):
         moves = _sweep(instance, best, best_eval, hardware)
         improved = False
         while moves and not improved:
             began = time.monotonic()
+            if max_trials is not None and trials >= max_trials:
+                return best, best_eval, trials
             if deadline is not None and began + slowest > deadline:
-                return best, best_eval
+                return best, best_eval, trials
+            trials += 1
             moved = with_segment_offsets(instance, best, dict(moves))
             for candidate in (moved, compact(instance, moved)):
                 judged = evaluate(instance, candidate, 3, hardware, reuse_rule)
@@ -73,7 +80,7 @@ def release_earlier(
             slowest = max(slowest, time.monotonic() - began)
         if not improved:
             break
-    return best, best_eval
+    return best, best_eval, trials
 
 
 #: A proposed move: (node opening the segment, i.e. its ALLOC or SPILL_IN, new offset).

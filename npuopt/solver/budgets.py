@@ -103,6 +103,12 @@ UNCOUNTED_NODE_S = 3e-3
 FRAME_NODE_S = 4.5e-5
 #: Most rounds of justification after the LNS (each a whole-graph pass).
 JUSTIFY_ROUNDS = 8
+#: Reference seconds per node of one whole-graph pass around Problem 3's LNS: a trial of the
+#: re-offsetting (move, re-time, evaluate twice) or a round of justification.
+PASS_NODE_S = 7e-5
+#: Planned shares of the limit for those passes: the re-offsetting before the LNS (charged to
+#: its budget), and the passes after it, from ``P3_END`` to ``P3_PASSES_END``.
+RELEASE_SHARE, P3_PASSES_END = 0.02, 0.94
 
 
 def p3_budget(work_s: float, nodes: int, alone: bool = False) -> float:
@@ -133,3 +139,17 @@ SIDE_CHAIN_MIN_WORK = 5.0
 #: composition evaluates and compacts whole-graph solutions (a 36k-node union of 14 parts
 #: took 15 s at speed 1.68, and overran a 60 s limit by 18% with the share alone).
 COMPOSE_SHARE, COMPOSE_NODE_S = 0.05, 7e-4
+
+
+def passes_for(work_s: float, nodes: int, after: bool = False) -> int:
+    """How many whole-graph passes of ``nodes`` nodes the plan gives, on a ``work_s`` limit,
+    the re-offsetting before Problem 3's LNS, or (``after``) the passes after it: a count,
+    the same on every run."""
+    share = P3_PASSES_END - P3_END if after else RELEASE_SHARE
+    return max(1, int(share * work_s / (PASS_NODE_S * max(nodes, 1))))
+
+
+def pass_work(passes: int, nodes: int) -> float:
+    """What ``passes`` whole-graph passes of ``nodes`` nodes count for, in deterministic
+    seconds of the pipe model (charged to Problem 3's LNS budget)."""
+    return P3_RATE * PASS_NODE_S * nodes * passes

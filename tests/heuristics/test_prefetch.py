@@ -26,7 +26,7 @@ def test_a_buffer_moves_off_a_range_freed_late():
     inst = tiny("sequential")
     shared = Solution(order=range(6), offsets={0: 0, 1: 0})
     assert evaluate(inst, compact(inst, shared), 3).makespan_cycles == 55
-    moved, judged = release_earlier(inst, shared, DEFAULT_HARDWARE)
+    moved, judged, _ = release_earlier(inst, shared, DEFAULT_HARDWARE)
     assert judged.valid and judged.makespan_cycles == 50
     assert moved.offsets[1] != 0 and moved.offsets[0] == 0
 
@@ -42,7 +42,7 @@ def test_a_reload_moves_off_a_range_freed_late():
     )
     before = evaluate(inst, held, 3)
     assert before.valid and before.makespan_cycles == 300
-    moved, judged = release_earlier(inst, held, DEFAULT_HARDWARE)
+    moved, judged, _ = release_earlier(inst, held, DEFAULT_HARDWARE)
     assert judged.valid and judged.makespan_cycles == 200
     assert judged.extra_traffic_units == before.extra_traffic_units == 10
     assert moved.offsets == held.offsets
@@ -60,7 +60,7 @@ def test_valid_same_traffic_never_slower(inst, rule):
         return
     start = evaluate(inst, placed, 3, HARDWARE, rule)
     assert start.valid
-    moved, judged = release_earlier(inst, placed, HARDWARE, rule)
+    moved, judged, _ = release_earlier(inst, placed, HARDWARE, rule)
     again = evaluate(inst, moved, 3, HARDWARE, rule)
     assert again.valid, again.violations
     assert again.makespan_cycles == judged.makespan_cycles <= start.makespan_cycles
@@ -80,5 +80,20 @@ def test_a_passed_deadline_returns_the_start_judged():
     """No trial starts once the deadline has passed: the input comes back, evaluated."""
     inst = tiny("sequential")
     shared = Solution(order=range(6), offsets={0: 0, 1: 0})
-    same, judged = release_earlier(inst, shared, DEFAULT_HARDWARE, deadline=time.monotonic() - 1)
-    assert same is shared and judged.valid and judged.makespan_cycles == 55
+    late = time.monotonic() - 1
+    same, judged, trials = release_earlier(inst, shared, DEFAULT_HARDWARE, deadline=late)
+    assert same is shared and judged.valid and judged.makespan_cycles == 55 and trials == 0
+
+
+def test_the_trials_stop_at_their_budget():
+    """``max_trials`` caps the whole-graph passes (the caller's budget, the same on every
+    run): with none allowed the start comes back; with the moves' first trial allowed, the
+    improvement the unbounded call finds in that trial is found too."""
+    inst = tiny("sequential")
+    shared = Solution(order=range(6), offsets={0: 0, 1: 0})
+    same, judged, trials = release_earlier(inst, shared, DEFAULT_HARDWARE, max_trials=0)
+    assert same is shared and trials == 0 and judged.makespan_cycles == 55
+    free, free_judged, free_trials = release_earlier(inst, shared, DEFAULT_HARDWARE)
+    assert free_trials >= 1 and free_judged.makespan_cycles < 55
+    one, one_judged, one_trials = release_earlier(inst, shared, DEFAULT_HARDWARE, max_trials=1)
+    assert one_trials == 1 and one_judged.makespan_cycles < 55

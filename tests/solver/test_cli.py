@@ -203,6 +203,12 @@ def test_solve_is_byte_for_byte_reproducible(tmp_path):
     for p in (1, 2, 3):
         for first in sorted((outs[0] / f"Problem{p}").iterdir()):
             assert first.read_bytes() == (outs[1] / f"Problem{p}" / first.name).read_bytes()
+    # Not by luck of the clock: every search ended on its budget (or found its bound), which
+    # holds whatever the machine's load.
+    for out in outs:
+        case = json.loads((out / "summary.json").read_text())["cases"][0]
+        stops = {p: case[p]["lns_stop"] for p in ("p1", "p2", "p3") if "lns_stop" in case[p]}
+        assert "p3" in stops and "deadline" not in stops.values(), stops
 
 
 def test_an_existing_result_is_kept_unless_overwrite(tmp_path):

@@ -110,7 +110,7 @@ def test_work_budget_stops_the_search():
         time.monotonic() + 60,
         LnsParams(work_budget=3.0),
     )
-    assert len(result.steps) == 3 and result.work == 3.0
+    assert len(result.steps) == 3 and result.work == 3.0 and result.stop == "budget"
 
 
 def test_stall_counts_from_the_last_drop_of_the_objective_not_of_the_tie_break():
@@ -131,7 +131,7 @@ def test_stall_counts_from_the_last_drop_of_the_objective_not_of_the_tie_break()
         time.monotonic() + 60,
         LnsParams(work_budget=20.0, stall_work=2.0),
     )
-    assert result.stalled
+    assert result.stalled and result.stop == "stall"
     assert [s.outcome for s in result.steps] == ["best"] * 5
     assert result.best_key == (8, 7) and result.work == 5.0
 
@@ -168,7 +168,7 @@ def test_lower_bound_stops_as_proven_optimal():
         LnsParams(),
         lower_bound=(7,),
     )
-    assert result.proven_optimal and not result.steps
+    assert result.proven_optimal and not result.steps and result.stop == "bound"
 
 
 def test_a_step_starts_only_if_the_slowest_one_still_fits():
@@ -192,4 +192,4 @@ def test_a_step_starts_only_if_the_slowest_one_still_fits():
     # Steps at 0, 0.25 and 0.5 s; at 0.75 s only 0.15 s is left. (Before the rule a fourth
     # step started there and the run ended at 1.0 s.)
     assert time.monotonic() - began <= 0.95
-    assert 2 <= len(result.steps) <= 3
+    assert 2 <= len(result.steps) <= 3 and result.stop == "deadline"

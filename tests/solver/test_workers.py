@@ -59,8 +59,10 @@ def test_a_side_chain_runs_in_a_fresh_process_and_keeps_its_traffic_cap():
     with Workers(inst, 2, spawn=True) as side:
         found = side.start(pipe_chain, [args, args])()
     assert found[0] == found[1]
-    if found[0] is not None:
-        again = evaluate(inst, found[0], 3, hardware)
+    solution, stop = found[0]
+    assert stop == "budget"  # a budget, not the clock (1e18), ended it: reproducible
+    if solution is not None:
+        again = evaluate(inst, solution, 3, hardware)
         assert again.valid and again.extra_traffic_units <= cap
         assert again.makespan_cycles < judged.makespan_cycles
 

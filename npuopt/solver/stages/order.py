@@ -147,18 +147,21 @@ def portfolio(
     ``cone`` order with variant 0 is the canonical order itself (the node ids), which the list
     scheduler runs anyway.
 
-    Only the runs that fit before ``deadline`` (``time.monotonic()``) start, the list
-    scheduler's plain runs of the canonical order (one per policy, which come first) left
-    room: a run of either costs about ``n / NODES_PER_SECOND`` seconds of the reference
-    machine, so a 36k-node graph at a 60 s limit has no room for one, while at 600 s every
-    planned run fits long before (the cut, being read from the clock, only acts on runs that
-    would not end in time anyway)."""
+    Only the runs that fit in Problem 1's share of the limit start, the list scheduler's plain
+    runs of the canonical order (one per policy, which come first) left room: a run of either
+    costs about ``n / NODES_PER_SECOND`` seconds of the reference machine, so a 36k-node graph
+    at a 60 s limit has no room for one, while at 600 s every planned run fits long before.
+    That cut is planned (the same on every run); ``deadline`` (``time.monotonic()``) cuts
+    again by the clock, which only acts on a machine running late."""
     runs = generator_runs(instance, PORTFOLIO_SHARE * options.work_s)
-    if deadline is not None:
-        each = instance.n_nodes / NODES_PER_SECOND / options.speed
-        first = -(-len(OrderingParams().policies) // workers.count)  # batches of plain runs
-        room = deadline - time.monotonic() - first * each
-        runs = min(runs, int(max(0.0, room) / each) * workers.count)
+    each = instance.n_nodes / NODES_PER_SECOND  # reference seconds a run
+    first = -(-len(OrderingParams().policies) // workers.count)  # batches of plain runs
+    # By plan (the same on every run): the runs that fit in Problem 1's share of the limit.
+    room = P1_DEADLINE * options.work_s - first * each
+    runs = min(runs, int(max(0.0, room) / each) * workers.count)
+    if deadline is not None:  # and by the clock, which only cuts on a machine running late
+        room = deadline - time.monotonic() - first * each / options.speed
+        runs = min(runs, int(max(0.0, room) / (each / options.speed)) * workers.count)
     plan = [
         (name, variant)
         for variant in range(PORTFOLIO_VARIANTS)

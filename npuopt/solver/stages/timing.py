@@ -30,6 +30,8 @@ from npuopt.solver.budgets import (
     P3_LNS,
     SIDE_CHAIN_MIN_WORK,
     frame_work,
+    pass_work,
+    passes_for,
 )
 from npuopt.solver.case import Candidate, CaseResult, SolveOptions, offer, traffic_room, wall_cap
 from npuopt.solver.evaluate import ReuseRule, evaluate
@@ -69,7 +71,11 @@ def refine_pipes(
     if deadline - time.monotonic() < pass_s:
         return
     # Addresses that free up earlier (heuristics.prefetch) first: the LNS starts from there.
-    _release(instance, result, options, result.p3, deadline, pass_s)
+    nodes = len(result.p3.solution.order)
+    trials = _release(
+        instance, result, options, result.p3, deadline, pass_s, passes_for(options.work_s, nodes)
+    )
+    budget -= pass_work(trials, nodes)
     start = pipe_frame(instance, result.p3.solution, hardware, rule)
     if start is None or deadline <= time.monotonic():
         return
@@ -99,7 +105,7 @@ def refine_pipes(
             budget = 0.0  # optimal for this placement: nothing left to find
 
     side: Workers | None = None
-    collect: Callable[[], list[Solution | None]] | None = None
+    collect: Callable[[], list[tuple[Solution | None, str]]] | None = None
     if options.workers > 1 and budget >= SIDE_CHAIN_MIN_WORK:
         assert result.p2 is not None
         cap = int((result.p2.evaluation.extra_traffic_units or 0) * (1.0 + options.traffic_slack))
@@ -112,8 +118,11 @@ def refine_pipes(
         collect = side.start(pipe_chain, calls)
     try:
         _main_chain(instance, result, options, start, budget, seed, deadline, bound, keep, report)
-        for found in collect() if collect is not None else ():
-            timed = pipe_frame(instance, found, hardware, rule) if found is not None else None
+        for found, stop in collect() if collect is not None else ():
+            # A chain the clock stopped may differ from run to run: its answer is not used.
+            if found is None or stop == "deadline":
+                continue
+            timed = pipe_frame(instance, found, hardware, rule)
             if timed is not None and timed.evaluation.valid:
                 offer(
                     result, Candidate(f"{method}-side", timed.solution, timed.evaluation), options
@@ -121,9 +130,11 @@ def refine_pipes(
     finally:
         if side is not None:
             side.close(now=True)
-    _justify(instance, result, options, deadline, pass_s)
+    # The passes after the LNS share what the plan leaves them (P3_PASSES_END).
+    passes = passes_for(options.work_s, len(result.p3.solution.order), after=True)
+    passes -= _justify(instance, result, options, deadline, pass_s, min(passes, JUSTIFY_ROUNDS))
     # Re-offsetting compacts (re-times from scratch), which may undo the LNS's work or beat it.
-    _release(instance, result, options, result.p3, deadline, pass_s)
+    _release(instance, result, options, result.p3, deadline, pass_s, passes)
 
 
 def _main_chain(
@@ -168,13 +179,14 @@ def pipe_chain(
     seed: int,
     deadline: float,
     bound: int,
-) -> Solution | None:
+) -> tuple[Solution | None, str]:
     """One more LNS chain of :func:`refine_pipes` from ``solution`` on its own seed, as a worker
     runs it: the traffic of every step stays within ``traffic_cap``. Returns the fastest
-    answer it found, ``None`` when it found none faster."""
+    answer it found (``None`` when it found none faster) and why the chain stopped
+    (:attr:`solver.lns.LnsResult.stop`)."""
     start = pipe_frame(instance, solution, hardware, rule)
     if start is None:
-        return None
+        return None, "steps"
     repair = _repair(
         instance,
         hardware,
@@ -183,7 +195,7 @@ def pipe_chain(
         lambda incumbent: max(0, traffic_cap - (incumbent.evaluation.extra_traffic_units or 0)),
     )
     found = _chain(start, repair, seed, deadline, budget, bound)
-    return found.best.solution if found.best.makespan < start.makespan else None
+    return (found.best.solution if found.best.makespan < start.makespan else None), found.stop
 
 
 def _chain(
@@ -248,23 +260,25 @@ def _justify(
     options: SolveOptions,
     deadline: float,
     pass_s: float,
-) -> None:
+    rounds: int,
+) -> int:
     """Offer the Problem 3 answer re-sequenced by justification from its own times
-    (:func:`heuristics.pipes.justify`) while that is faster, up to ``JUSTIFY_ROUNDS`` rounds,
-    a round at a time while a whole-graph pass still fits before ``deadline`` (what it gains:
-    docs/decisions.md, "Justification")."""
-    for _ in range(JUSTIFY_ROUNDS):
+    (:func:`heuristics.pipes.justify`) while that is faster, up to ``rounds`` rounds, a round
+    at a time while a whole-graph pass still fits before ``deadline`` (what it gains:
+    docs/decisions.md, "Justification"). Returns the rounds made."""
+    for made in range(rounds):
         if result.p3 is None or deadline - time.monotonic() <= pass_s:
-            return
+            return made
         current = result.p3
         ends = current.evaluation.end_cycles
         if ends is None:
-            return
+            return made
         justified = justify(instance, current.solution, [int(e) for e in ends])
         judged = evaluate(instance, justified, 3, options.hardware, options.reuse_rule)
         if not judged.valid or judged.objective() >= current.evaluation.objective():
-            return
+            return made + 1
         offer(result, Candidate(f"{current.method}+justify", justified, judged), options)
+    return rounds
 
 
 def _release(
@@ -274,19 +288,23 @@ def _release(
     candidate: Candidate,
     deadline: float,
     pass_s: float,
-) -> None:
+    trials: int,
+) -> int:
     """Offer ``candidate`` with its segments moved to addresses that free up earlier
-    (:func:`heuristics.prefetch.release_earlier`), when that is faster; skipped when less than
-    two whole-graph passes are left before ``deadline``."""
-    if deadline - time.monotonic() < 2 * pass_s:
-        return
-    released, judged = release_earlier(
+    (:func:`heuristics.prefetch.release_earlier`, at most ``trials`` whole-graph trials), when
+    that is faster; skipped when less than two whole-graph passes are left before
+    ``deadline``. Returns the trials made."""
+    if trials <= 0 or deadline - time.monotonic() < 2 * pass_s:
+        return 0
+    released, judged, made = release_earlier(
         instance,
         candidate.solution,
         options.hardware,
         options.reuse_rule,
+        max_trials=trials,
         deadline=deadline,
         judged=replace(candidate.evaluation, problem=3),  # judged under options.reuse_rule
     )
     if released is not candidate.solution:
         offer(result, Candidate(f"{candidate.method}+release", released, judged), options)
+    return made
