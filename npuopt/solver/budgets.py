@@ -21,12 +21,14 @@ from npuopt.solver.lns import LnsParams
 #: heuristics.generators.generator_runs) and the tie-break variants tried of each.
 PORTFOLIO_SHARE, PORTFOLIO_VARIANTS = 0.05, 8
 #: Refinement budget (deterministic seconds per second of the limit) and deadline (share).
-P1_WORK, P1_DEADLINE = 0.12, 0.40
-#: The same when Problem 1 is solved alone (no placement follows).
-P1_ALONE_WORK, P1_ALONE_DEADLINE = 0.40, 0.95
+#: With the portfolio and the compaction, the plan ends Problem 1 at ~0.43 of the limit, plus
+#: work no budget counts; the deadline only stops a machine running late.
+P1_WORK, P1_DEADLINE = 0.12, 0.50
+#: The same when Problem 1 is solved alone (no placement follows): the plan ends at ~0.88.
+P1_ALONE_WORK, P1_ALONE_DEADLINE = 0.25, 0.95
 #: Buffer compaction (heuristics.compaction) before the LNS: its share of the limit, as a move
 #: count (in the pipeline, and Problem 1 alone).
-COMPACTION_SHARE, COMPACTION_ALONE_SHARE = 0.10, 0.40
+COMPACTION_SHARE, COMPACTION_ALONE_SHARE = 0.10, 0.25
 #: Moves of the closing descent after the LNS, as a share of the compaction's.
 CLOSING_DESCENT = 0.1
 #: Window LNS over the ordering model: windows of 30-50 ops close in about a second, larger
@@ -57,8 +59,9 @@ STREAM_GROUPS, STREAM_ORDERS, STREAM_SHARE = (1, 2, 3, 4, 5, 6, 8), 3, 0.02
 #: Hoisting the COPY_INs of those orders (heuristics.streams.hoist_loads): share of the limit
 #: (as estimates) and the longest leads tried, one placed order each.
 HOIST_SHARE, HOIST_LEADS = 0.02, (256, 32)
-#: Refinement budget and deadline.
-P2_WORK, P2_DEADLINE = 0.03, 0.75
+#: Refinement budget and deadline (the plan ends Problem 2 at ~0.70 of the limit, plus work
+#: no budget counts).
+P2_WORK, P2_DEADLINE = 0.03, 0.85
 #: The full placement model runs first up to this many buffers.
 FULL_PLACEMENT_BUFFERS = 300
 #: Window LNS over the placement model: windows are buffers to re-place, or runs of nodes to
