@@ -78,25 +78,32 @@ FULL_PIPE_NODES = 400
 P3_LNS = LnsParams(initial_window=80, min_window=20, max_window=2000, step_time_s=0.4)
 #: Deterministic seconds of the ordering, placement and pipe models per second of the
 #: reference machine. Work a stage leaves unused is handed to Problem 3 at these rates.
-ORDER_RATE, PLACE_RATE, P3_RATE = 0.45, 0.35, 0.2
+ORDER_RATE, PLACE_RATE, P3_RATE = 0.45, 0.35, 0.25
 P1_TO_P3_WORK = P3_RATE / ORDER_RATE
 P2_TO_P3_WORK = P3_RATE / PLACE_RATE
-#: Reference seconds per second of the limit that the stages before Problem 3 take when each
-#: uses its whole budget.
-PLANNED_BEFORE_P3 = (
-    PORTFOLIO_SHARE
-    + COMPACTION_SHARE * (1 + CLOSING_DESCENT)
-    + P1_WORK / ORDER_RATE
-    + TRAVERSAL_SHARE
-    + STREAM_SHARE
-    + HOIST_SHARE
-    + P2_WORK / PLACE_RATE
-)
+
+
+def planned_before_p3(workers: int = 1) -> float:
+    """Reference seconds per second of the limit that the stages before Problem 3 take, in
+    this process, when each uses its whole budget: with more workers the generator runs and
+    the stream and hoisting estimates are shared out, and the traversal search runs beside
+    Problem 1's refinement."""
+    shared = (PORTFOLIO_SHARE + STREAM_SHARE + HOIST_SHARE) / max(workers, 1)
+    beside = TRAVERSAL_SHARE if workers == 1 else 0.0
+    return (
+        shared
+        + COMPACTION_SHARE * (1 + CLOSING_DESCENT)
+        + P1_WORK / ORDER_RATE
+        + beside
+        + P2_WORK / PLACE_RATE
+    )
+
+
 #: Where Problem 3's LNS ends by plan (share of the limit): the rest, up to its deadline, is
 #: for the re-offsetting and justification passes after it. Its budget is what the plan leaves
 #: (:func:`p3_budget`), so that it ends on its budget, not on the clock: the same steps, the
 #: same files on every run.
-P3_END = 0.85
+P3_END = 0.88
 #: Reference seconds per node of the whole-graph work that no budget counts before Problem 3
 #: (canonical names, bounds, list scheduling, placing the candidates).
 UNCOUNTED_NODE_S = 3e-3
@@ -114,14 +121,14 @@ PASS_NODE_S = 7e-5
 RELEASE_SHARE, P3_PASSES_END = 0.02, 0.94
 
 
-def p3_budget(work_s: float, nodes: int, alone: bool = False) -> float:
+def p3_budget(work_s: float, nodes: int, workers: int = 1, alone: bool = False) -> float:
     """Problem 3's LNS budget (deterministic seconds of the pipe model, before what earlier
-    stages hand on): what the plan leaves of a ``work_s`` limit up to ``P3_END``, less the
-    work no budget counts on a graph of ``nodes`` nodes; ``alone``: Problem 3 from a stored
-    answer, no stage before it."""
+    stages hand on): what the plan (:func:`planned_before_p3`) leaves of a ``work_s`` limit up
+    to ``P3_END``, less the work no budget counts on a graph of ``nodes`` nodes; ``alone``:
+    Problem 3 from a stored answer, no stage before it."""
     if alone:
         return P3_RATE * P3_END * work_s
-    planned = (P3_END - PLANNED_BEFORE_P3) * work_s - UNCOUNTED_NODE_S * nodes
+    planned = (P3_END - planned_before_p3(workers)) * work_s - UNCOUNTED_NODE_S * nodes
     return P3_RATE * max(planned, 0.0)
 
 

@@ -351,7 +351,7 @@ def _pipeline(
     if options.method == "full":
         # From the configured limit and the graph, never from the clock: the same work on
         # every run.
-        budget = p3_budget(options.work_s, instance.n_nodes) + p1.handed + handed
+        budget = p3_budget(options.work_s, instance.n_nodes, workers.count) + p1.handed + handed
         refine_pipes(instance, result, options, rng, started, pass_s, budget, report)
     settle(instance, options, result)
     assert result.p3 is not None and result.p3_bound is not None
