@@ -103,7 +103,7 @@ def planned_before_p3(workers: int = 1) -> float:
 #: for the re-offsetting and justification passes after it. Its budget is what the plan leaves
 #: (:func:`p3_budget`), so that it ends on its budget, not on the clock: the same steps, the
 #: same files on every run.
-P3_END = 0.88
+P3_END = 0.84
 #: Reference seconds per node of the whole-graph work that no budget counts before Problem 3
 #: (canonical names, bounds, list scheduling, placing the candidates).
 UNCOUNTED_NODE_S = 3e-3
