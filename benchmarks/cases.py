@@ -26,6 +26,7 @@ import csv
 import datetime as dt
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,17 @@ def write_table(out: Path, table: str) -> str:
         text=True,
         check=False,
     ).stdout.strip()
+
+
+def write_study(out: Path, heading: str, table: str, setup: str, after: str = "") -> str:
+    """Write a study's ``table.md`` and ``README.md`` (its heading, the command as it was run,
+    the commit, ``setup``, the table, then ``after``) and return the commit."""
+    commit = write_table(out, table)
+    command = shlex.join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+    (out / "README.md").write_text(
+        f"# {heading}\n\nCommand: `{command}`  \nCommit: `{commit}`; {setup}\n\n{table}\n{after}"
+    )
+    return commit
 
 
 def full_options(
@@ -327,39 +339,24 @@ def main() -> None:
     ]
     table = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
     table += ["| " + " | ".join(get(c) for _, get in columns) + " |" for c in rows]
-    commit = write_table(out, "\n".join(table))
-    write_runs_csv(out, commit)
-    command = (
-        f"python benchmarks/cases.py --name {args.name} --problem {args.problem} "
-        f"--method {args.method} --reuse-rule {args.reuse_rule} "
-        f"--time-limit {args.time_limit:g} --seed {args.seed}"
-        + (" --no-generated" if args.no_generated else f" --nodes {args.nodes}")
-        + (f" --cases {' '.join(args.cases)}" if args.cases else "")
-        + (f" --jobs {args.jobs}" if args.jobs > 1 else "")
-        + (f" --workers {args.workers}" if args.workers > 1 else "")
-        + (f" --speed {args.speed:g}" if args.speed is not None else "")
-    )
-    (out / "README.md").write_text(
-        f"# {args.name}: `npuopt solve --problem {args.problem} --method {args.method} "
-        f"--time-limit {args.time_limit:g}` "
-        f"({today})\n\n"
-        f"Command: `{command}`  \nCommit: `{commit}`; machine: 2 cores, {max(args.jobs, 1)} "
-        "case(s) at once; "
-        f"reuse rule: {args.reuse_rule}.\n"
+    commit = write_study(
+        out,
+        f"{args.name}: `npuopt solve --problem {args.problem} --method {args.method} "
+        f"--time-limit {args.time_limit:g}` ({today})",
+        "\n".join(table),
+        f"machine: 2 cores, {max(args.jobs, 1)} case(s) at once; reuse rule: {args.reuse_rule}."
         + (
             ""
             if args.no_generated
-            else f"The generated graph is `npuopt generate conv --nodes {args.nodes} --seed 3` "
-            "(not stored: regenerate it).\n"
-        )
-        + "\n"
-        + "\n".join(table)
-        + "\n\n"
-        "Speed: the machine's speed factor each run measured or was given (`solver/speed.py`); "
-        "`--speed` with it reproduces a run on another machine.\n"
+            else f"\nThe generated graph is `npuopt generate conv --nodes {args.nodes} --seed 3` "
+            "(not stored: regenerate it)."
+        ),
+        "\nSpeed: the machine's speed factor each run measured or was given "
+        "(`solver/speed.py`); `--speed` with it reproduces a run on another machine.\n"
         "Public figures: the best published ones (FINDINGS.md). Solution files: `runs/<case>/`; "
-        "`summary.json` there holds bounds, gaps, methods and LNS step counts.\n"
+        "`summary.json` there holds bounds, gaps, methods and LNS step counts.\n",
     )
+    write_runs_csv(out, commit)
     print("\n".join(table))
 
 

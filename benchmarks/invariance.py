@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from cases import NPUOPT, PUBLIC, answers, full_options, run_case, write_table  # noqa: E402
+from cases import NPUOPT, PUBLIC, answers, full_options, run_case, write_study  # noqa: E402
 
 from npuopt.instances import OFFICIAL_CASES, official_case  # noqa: E402
 from npuopt.instances.generator import FAMILIES  # noqa: E402
@@ -184,26 +184,12 @@ def main() -> None:
         )
         lines += after
     table = "\n".join(lines)
-    commit = write_table(out, table)
-    command = (
-        f"python benchmarks/invariance.py --name {args.name} --time-limit {args.time_limit:g} "
-        f"--seeds {' '.join(map(str, args.seeds))}"
-        + (f" --cases {' '.join(args.cases)}" if args.cases else "")
-        + (" --unions" if args.unions else "")
-        + (
-            f" --families --family-time-limit {args.family_time_limit:g} "
-            f"--family-nodes {args.family_nodes}"
-            if args.families
-            else ""
-        )
-        + (f" --jobs {args.jobs}" if args.jobs > 1 else "")
-        + (f" --workers {args.workers}" if args.workers > 1 else "")
-        + (f" --speed {args.speed:g}" if args.speed is not None else "")
-    )
     public = ", ".join(f"{c} {v[0]:,} / {v[1]:,} / {v[2]:,}" for c, v in PUBLIC.items())
-    (out / "README.md").write_text(
-        f"# {args.name}: the same problems under other names ({today})\n\n"
-        f"Command: `{command}`  \nCommit: `{commit}`; machine: 2 cores, "
+    write_study(
+        out,
+        f"{args.name}: the same problems under other names ({today})",
+        table,
+        "machine: 2 cores, "
         f"{max(args.jobs, 1)} graph(s) at once; reuse rule: residency.\n\n"
         "Renamed graphs are not stored (they are the official files under other names); "
         "rebuild one with `npuopt rename ../shared/instances/<case>.json --seed S --out "
@@ -214,9 +200,8 @@ def main() -> None:
         f"P3 {TOLERANCE[3]}). A union is compared twice: with its parts solved apart, each on "
         "a whole limit, and with the same parts inside the union's own run (each on its share "
         "of one limit; the union puts their answers together, so P1 is their largest, P2 their "
-        "sum and P3 at most their sum: below 1 is the pipes' overlap across parts).\n\n"
-        + table
-        + f"\n\nBest public figures (P1 / P2 / P3): {public}.\n"
+        "sum and P3 at most their sum: below 1 is the pipes' overlap across parts).",
+        f"\nBest public figures (P1 / P2 / P3): {public}.\n",
     )
     print(table)
 

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from cases import write_table  # noqa: E402
+from cases import write_study  # noqa: E402
 
 from npuopt.instances.generator import FAMILIES, generate  # noqa: E402
 from npuopt.solver.evaluate import evaluate  # noqa: E402
@@ -169,26 +169,21 @@ def main() -> None:
         f"| all | {len(rows)} | {len(placeable)} | {ok_all} | {len(rows) - len(placeable)} |"
     )
     table = "\n".join(lines)
-    commit = write_table(out, table)
-    command = (
-        f"python benchmarks/jitter.py --graphs {args.graphs} --jitter {args.jitter:g} "
-        f"--time-limit {args.time_limit:g} --full-every {args.full_every} "
-        f"--full-time-limit {args.full_time_limit:g} --jobs {args.jobs} --name {args.name}"
-    )
-    (out / "README.md").write_text(
-        f"# {args.name}: valid Problem 2 and 3 answers on jittered graphs ({today})\n\n"
-        f"Command: `{command}`  \nCommit: `{commit}`\n\n"
-        f"{args.graphs} generated graphs (every family, {SIZES[0]}-{SIZES[-1]} nodes, sizes and "
-        f"cycles jittered by up to {args.jitter:g}), each on the contest's memories and on two "
-        "tight hardware files (`hardware/`: each memory just large enough for the op needing "
-        f"most of it plus {'/'.join(map(str, SLACKS))} units, offsets aligned to 1 or 16). "
-        "A graph one op of which cannot fit is refused before solving (`npuopt solve` exits 2 "
-        "naming it); every other one must end with valid Problem 2 and 3 answers, judged again "
-        f"by the evaluator. Every {args.full_every}-th graph runs the CP-SAT stages too.\n\n"
-        + table
-        + f"\n\nFailures: {len(failures)}"
+    write_study(
+        out,
+        f"{args.name}: valid Problem 2 and 3 answers on jittered graphs ({today})",
+        table,
+        f"machine: 2 cores.\n\n{args.graphs} generated graphs (every family, "
+        f"{SIZES[0]}-{SIZES[-1]} nodes, sizes and cycles jittered by up to {args.jitter:g}), "
+        "each on the contest's memories and on two tight hardware files (`hardware/`: each "
+        "memory just large enough for the op needing most of it plus "
+        f"{'/'.join(map(str, SLACKS))} units, offsets aligned to 1 or 16). A graph one op of "
+        "which cannot fit is refused before solving (`npuopt solve` exits 2 naming it); every "
+        "other one must end with valid Problem 2 and 3 answers, judged again by the evaluator. "
+        f"Every {args.full_every}-th graph runs the CP-SAT stages too.",
+        f"\nFailures: {len(failures)}"
         + (": " + ", ".join(failures) if failures else "")
-        + ". Per run: `runs.csv`.\n"
+        + ". Per run: `runs.csv`.\n",
     )
     print(table)
     if failures:

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from cases import answers, full_options, run_case, write_table  # noqa: E402
+from cases import answers, full_options, run_case, write_study  # noqa: E402
 
 from npuopt.instances import OFFICIAL_CASES, official_case  # noqa: E402
 
@@ -76,19 +76,13 @@ def main() -> None:
         lines.append(f"| {name} | {' | '.join(cells)} | {', '.join(diff) or 'none'} |")
         print(lines[-1], file=sys.stderr)
     table = "\n".join(lines)
-    commit = write_table(out, table)
-    command = (
-        f"python benchmarks/reproducible.py --time-limit {args.time_limit:g} --seed {args.seed}"
-        f" --workers {args.workers}"
-        + (f" --cases {' '.join(args.cases)}" if args.cases else "")
-        + (f" --speed {args.speed:g}" if args.speed is not None else "")
-    )
-    (out / "README.md").write_text(
-        f"# {args.name}: the same run twice at once ({today})\n\n"
-        f"Command: `{command}`  \nCommit: `{commit}`; machine: 2 cores. Each graph was solved "
-        "by two processes at once with the same command, their string-hash seeds "
-        "(`PYTHONHASHSEED`) 1 and 2; every file of the first compared byte for byte with the "
-        "second's.\n\n" + table + "\n"
+    write_study(
+        out,
+        f"{args.name}: the same run twice at once ({today})",
+        table,
+        "machine: 2 cores. Each graph was solved by two processes at once with the same "
+        "command, their string-hash seeds (`PYTHONHASHSEED`) 1 and 2; every file of the first "
+        "compared byte for byte with the second's.",
     )
     print(table)
 

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from cases import NPUOPT, answers, full_options, run_case, write_table  # noqa: E402
+from cases import NPUOPT, answers, full_options, run_case, write_study  # noqa: E402
 
 from npuopt.instances import OFFICIAL_CASES, official_case  # noqa: E402
 
@@ -122,21 +122,16 @@ def main() -> None:
             f"{a['peak_tree_rss_mib']:,.0f} / {b['peak_tree_rss_mib']:,.0f} | {valid} |"
         )
     table = "\n".join(lines)
-    commit = write_table(out, table)
-    command = (
-        f"python benchmarks/workers.py --time-limit {args.time_limit:g} --seed {args.seed}"
-        + (f" --cases {' '.join(args.cases)}" if args.cases else "")
-        + f" --renumbered {' '.join(args.renumbered or [])}"
-        + (f" --speed {args.speed:g}" if args.speed is not None else "")
-    )
-    (out / "README.md").write_text(
-        f"# {args.name}: one worker against two ({today})\n\n"
-        f"Command: `{command}`  \nCommit: `{commit}`; machine: 2 cores. The one-worker runs "
-        "went two at a time (a core each), the two-worker runs one at a time (both cores).\n\n"
+    write_study(
+        out,
+        f"{args.name}: one worker against two ({today})",
+        table,
+        "machine: 2 cores. The one-worker runs went two at a time (a core each), the "
+        "two-worker runs one at a time (both cores).\n\n"
         "Reach: the second the two-worker run first held an answer at least as good as the "
         "one-worker run's final one, and that time over the second the one-worker run found "
         "its final answer. Peak memory: the whole process tree (the solve and its workers), "
-        "sampled every half second.\n\n" + table + "\n"
+        "sampled every half second.",
     )
     print(table)
 

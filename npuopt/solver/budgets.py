@@ -132,10 +132,19 @@ def p3_budget(work_s: float, nodes: int, workers: int = 1, alone: bool = False) 
     return P3_RATE * max(planned, 0.0)
 
 
-def frame_work(nodes: int) -> float:
-    """What one Problem 3 LNS step's whole-graph work counts for, in deterministic seconds of
-    the pipe model, on a solution of ``nodes`` nodes."""
-    return P3_RATE * FRAME_NODE_S * nodes
+def passes_for(work_s: float, nodes: int, after: bool = False) -> int:
+    """How many whole-graph passes of ``nodes`` nodes the plan gives, on a ``work_s`` limit,
+    the re-offsetting before Problem 3's LNS, or (``after``) the passes after it: a count,
+    the same on every run."""
+    share = P3_PASSES_END - P3_END if after else RELEASE_SHARE
+    return max(1, int(share * work_s / (PASS_NODE_S * max(nodes, 1))))
+
+
+def pass_work(passes: int, nodes: int, per_node: float = PASS_NODE_S) -> float:
+    """What ``passes`` whole-graph passes of ``nodes`` nodes count for, in deterministic
+    seconds of the pipe model (charged to Problem 3's LNS budget); ``per_node``:
+    ``FRAME_NODE_S`` for the whole-graph work of an LNS step."""
+    return P3_RATE * per_node * nodes * passes
 
 
 #: With several workers, each other one runs an LNS chain of its own when the Problem 3 budget
@@ -149,17 +158,3 @@ SIDE_CHAIN_MIN_WORK = 5.0
 #: composition evaluates and compacts whole-graph solutions (a 36k-node union of 14 parts
 #: took 15 s at speed 1.68, and overran a 60 s limit by 18% with the share alone).
 COMPOSE_SHARE, COMPOSE_NODE_S = 0.05, 7e-4
-
-
-def passes_for(work_s: float, nodes: int, after: bool = False) -> int:
-    """How many whole-graph passes of ``nodes`` nodes the plan gives, on a ``work_s`` limit,
-    the re-offsetting before Problem 3's LNS, or (``after``) the passes after it: a count,
-    the same on every run."""
-    share = P3_PASSES_END - P3_END if after else RELEASE_SHARE
-    return max(1, int(share * work_s / (PASS_NODE_S * max(nodes, 1))))
-
-
-def pass_work(passes: int, nodes: int) -> float:
-    """What ``passes`` whole-graph passes of ``nodes`` nodes count for, in deterministic
-    seconds of the pipe model (charged to Problem 3's LNS budget)."""
-    return P3_RATE * PASS_NODE_S * nodes * passes

@@ -51,4 +51,6 @@ def test_passes_are_counted_by_plan_and_charged_at_the_pipe_models_rate():
     assert after == int((b.P3_PASSES_END - b.P3_END) * work_s / (b.PASS_NODE_S * 36_000))
     assert b.passes_for(1.0, 10**6) == 1
     assert b.pass_work(before, 36_000) == pytest.approx(b.P3_RATE * before * b.PASS_NODE_S * 36_000)
-    assert b.frame_work(36_000) == pytest.approx(b.P3_RATE * b.FRAME_NODE_S * 36_000)
+    assert b.pass_work(1, 36_000, b.FRAME_NODE_S) == pytest.approx(
+        b.P3_RATE * b.FRAME_NODE_S * 36_000
+    )

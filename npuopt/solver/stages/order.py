@@ -156,12 +156,13 @@ def portfolio(
     runs = generator_runs(instance, PORTFOLIO_SHARE * options.work_s)
     each = instance.n_nodes / NODES_PER_SECOND  # reference seconds a run
     first = -(-len(OrderingParams().policies) // workers.count)  # batches of plain runs
-    # By plan (the same on every run): the runs that fit in Problem 1's share of the limit.
-    room = P1_DEADLINE * options.work_s - first * each
-    runs = min(runs, int(max(0.0, room) / each) * workers.count)
-    if deadline is not None:  # and by the clock, which only cuts on a machine running late
-        room = deadline - time.monotonic() - first * each / options.speed
-        runs = min(runs, int(max(0.0, room) / (each / options.speed)) * workers.count)
+    # Room in reference seconds: by plan (the same on every run), and by the clock, which only
+    # cuts on a machine running late.
+    rooms = [P1_DEADLINE * options.work_s]
+    if deadline is not None:
+        rooms.append((deadline - time.monotonic()) * options.speed)
+    for room in rooms:
+        runs = min(runs, int(max(0.0, room - first * each) / each) * workers.count)
     plan = [
         (name, variant)
         for variant in range(PORTFOLIO_VARIANTS)

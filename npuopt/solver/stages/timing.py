@@ -24,12 +24,12 @@ from npuopt.models.pipes import PipeFrame, solve_pipes
 from npuopt.models.pipes import frame as pipe_frame
 from npuopt.solver.bounds import makespan_bound
 from npuopt.solver.budgets import (
+    FRAME_NODE_S,
     FULL_PIPE_NODES,
     JUSTIFY_ROUNDS,
     P3_DEADLINE,
     P3_LNS,
     SIDE_CHAIN_MIN_WORK,
-    frame_work,
     pass_work,
     passes_for,
 )
@@ -54,7 +54,7 @@ def refine_pipes(
     report: Callable[[str, str], None],
 ) -> None:
     """Problem 3 refinement of the chosen answer for its ``budget`` (deterministic seconds of
-    the pipe model, each LNS step's whole-graph work counted in, :func:`budgets.frame_work`):
+    the pipe model, each LNS step's whole-graph work counted in, :func:`budgets.pass_work`):
     windowed LNS over the CP-SAT pipe model, whose windows may drop or add spills within the
     traffic budget (:func:`_traffic_room`). Every faster
     answer is offered to the result at once. ``pass_s`` is what one whole-graph pass took
@@ -248,7 +248,7 @@ def _repair(
         )
         timed = pipe_frame(instance, answer.solution, hardware, rule) if answer.solution else None
         work = float(answer.info.get("deterministic_time", time_limit_s))
-        work += frame_work(len(incumbent.solution.order))
+        work += pass_work(1, len(incumbent.solution.order), FRAME_NODE_S)
         return Repaired(timed, answer.status is Status.OPTIMAL, answer.status.value, work)
 
     return repair
