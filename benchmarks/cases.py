@@ -335,6 +335,8 @@ def main() -> None:
         ("speed", lambda c: "-" if c["speed"] is None else f"{c['speed']:.3g}"),
         ("wall s", lambda c: str(c["wall_s"])),
         ("peak RSS MiB", lambda c: str(c["peak_rss_mib"])),
+        # With --workers > 1 the solve's own peak is not the machine's.
+        ("peak RSS MiB, process tree", lambda c: str(c["peak_tree_rss_mib"])),
         ("files valid", lambda c: "yes" if c["rechecked"] else "NO"),
     ]
     table = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
