@@ -335,10 +335,13 @@ def lockstep_order(instance: Instance, base: Sequence[int]) -> list[int]:
     return _keeping_paths(instance, wanted)
 
 
-def _keeping_paths(instance: Instance, wanted: Sequence[int]) -> list[int]:
+def _keeping_paths(
+    instance: Instance, wanted: Sequence[int], graph: OpGraph | None = None
+) -> list[int]:
     """The op order closest to ``wanted`` that keeps every path between ops: each time, the
-    earliest op of ``wanted`` whose op predecessors have all run."""
-    graph = op_graph(instance)
+    earliest op of ``wanted`` whose op predecessors have all run (``graph``: the op graph,
+    when already built)."""
+    graph = graph or op_graph(instance)
     rank = {v: r for r, v in enumerate(wanted)}
     waiting = {v: len(graph.pred[v]) for v in wanted}
     ready = [(rank[v], v) for v in wanted if waiting[v] == 0]
@@ -412,7 +415,7 @@ def blocks_order(instance: Instance, structure: Structure, variant: int = 0) -> 
                 block = (count.get(u, 0) + offset) // size
                 return (block, stream_rank.get(streams.get(u, -1), -1), position[v])
 
-            order = _keeping_paths(instance, sorted(base, key=key))
+            order = _keeping_paths(instance, sorted(base, key=key), structure.graph)
             peak = use_peak(instance, order)
             if peak < best_peak:
                 best, best_peak = order, peak
