@@ -45,14 +45,14 @@ picks among them. They are the *portfolio* the Problem 1 stage starts from.
 ``blocks``
     The ``cone-chain`` order with its streams advanced a *block* at a time: a stream's block is
     the work between reads of a given number of shared loads (buffers DDR holds that two
-    streams or more read), and each block runs whole before the next stream's block, every
-    load just before its first user. On FlashAttention a block is one query row's pass over
-    one key/value column (four shared tiles), and the order is the statement's: the columns
-    outside, each row finishing its block before the next row starts. The block size is not
-    guessed: every size up to :data:`BLOCK_LOADS` and every offset is tried and the smallest
-    peak by first and last use kept (FlashAttention_Case1: 7,714 from the ``cone-chain``
-    variant 2 order's 8,752; other variants keep their order, which hoists a row's score
-    matmuls ahead of its blocks).
+    streams or more read), and each block is asked for whole before the next stream's block,
+    every load with the stream op of the lowest count that uses it. On FlashAttention a block
+    is one query row's pass over one key/value column (four shared tiles), and the order is
+    the statement's: the columns outside, each row finishing its block before the next row
+    starts. The block size is not guessed: every size up to :data:`BLOCK_LOADS` and every
+    offset is tried and the smallest peak by first and last use kept (FlashAttention_Case1:
+    7,714 from the ``cone-chain`` variant 2 order's 8,752; other variants keep their order,
+    which hoists a row's score matmuls ahead of its blocks).
 
 A *variant* reorders the structural classes for the last tie-break (seeded permutations): equal
 candidates are then taken in another, still name-free, order. Pure Python.
@@ -341,7 +341,8 @@ def _keeping_paths(
     """The op order closest to ``wanted`` that keeps every path between ops: each time, the
     earliest op of ``wanted`` whose op predecessors have all run (``graph``: the op graph,
     when already built)."""
-    graph = graph or op_graph(instance)
+    if graph is None:
+        graph = op_graph(instance)
     rank = {v: r for r, v in enumerate(wanted)}
     waiting = {v: len(graph.pred[v]) for v in wanted}
     ready = [(rank[v], v) for v in wanted if waiting[v] == 0]
@@ -363,7 +364,8 @@ BLOCK_LOADS = range(1, 9)
 
 def blocks_order(instance: Instance, structure: Structure, variant: int = 0) -> list[int]:
     """The ``blocks`` generator (module docstring): the streams advance a block at a time,
-    each block run whole before the next stream's, every load with its first user.
+    each block asked for whole before the next stream's (the order then keeps every path
+    between ops, which may interleave them), every load with a user.
 
     In the ``cone-chain`` order of the same variant an op's *count* is the number of shared
     loads (COPY_IN-backed buffers read by two streams or more) the stream has read up to it;
@@ -382,7 +384,7 @@ def blocks_order(instance: Instance, structure: Structure, variant: int = 0) -> 
         return base
     position = {v: p for p, v in enumerate(base)}
     stream_rank: dict[int, int] = {}
-    count: dict[int, int] = {}
+    earlier: dict[int, int] = {}  # per stream op: its count less one, at least 0
     seen: dict[int, set[int]] = {}
     for v in base:
         s = streams.get(v)
@@ -391,20 +393,23 @@ def blocks_order(instance: Instance, structure: Structure, variant: int = 0) -> 
         stream_rank.setdefault(s, len(stream_rank))
         reads = seen.setdefault(s, set())
         reads.update(b for b in instance.bufs_of(v) if b in shared)
-        count[v] = max(len(reads), 1) - 1
+        earlier[v] = max(len(reads), 1) - 1
     # Every op of an L0 unit counts as its latest member.
     latest: dict[int, int] = {}
-    for v, c in count.items():
+    for v, c in earlier.items():
         unit = structure.unit_of[v]
         latest[unit] = max(latest.get(unit, 0), c)
-    count = {v: latest[structure.unit_of[v]] for v in count}
-    # A load goes with its first user (by block, stream and place).
+    earlier = {v: latest[structure.unit_of[v]] for v in earlier}
+    # A load goes with the stream op using it that has the lowest count, the earliest of them in
+    # the base order (a load no stream op uses, with the first block's ops of no stream).
     first_user: dict[int, int] = {}
     for v in base:
-        if v not in count:
+        if v not in earlier:
             users = [u for b in instance.bufs_of(v) for u in instance.buffers[b].users]
             first_user[v] = min(
-                (u for u in users if u in count), key=lambda u: (count[u], position[u]), default=v
+                (u for u in users if u in earlier),
+                key=lambda u: (earlier[u], position[u]),
+                default=v,
             )
     best, best_peak = base, use_peak(instance, base)
     for size in BLOCK_LOADS:
@@ -412,7 +417,7 @@ def blocks_order(instance: Instance, structure: Structure, variant: int = 0) -> 
 
             def key(v: int, size: int = size, offset: int = offset) -> tuple[int, int, int]:
                 u = first_user.get(v, v)
-                block = (count.get(u, 0) + offset) // size
+                block = (earlier.get(u, 0) + offset) // size
                 return (block, stream_rank.get(streams.get(u, -1), -1), position[v])
 
             order = _keeping_paths(instance, sorted(base, key=key), structure.graph)
@@ -431,6 +436,8 @@ def use_peak(instance: Instance, op_order: Sequence[int]) -> int:
         if buf.memory not in COUNTED_MEMORIES:
             continue
         places = [position[u] for u in buf.users]
+        if not places:  # a buffer no op uses is never live
+            continue
         delta[min(places)] += buf.size_units
         delta[max(places) + 1] -= buf.size_units
     return int(np.cumsum(delta).max(initial=0))

@@ -90,14 +90,40 @@ def test_generator_runs_scale_with_the_graph():
     assert generator_runs(large, 0) == 1
 
 
-def test_blocks_order_keeps_the_smaller_peak_by_first_and_last_use():
+def test_blocks_order_regroups_a_generated_flashattention_graph():
     """The ``blocks`` generator returns its ``cone-chain`` base unless a regrouping lowers the
-    estimated peak."""
+    estimated peak; on this graph it does for every variant (2,462 or 2,590 -> 2,442)."""
     inst = parse_instance(generate("flashattention", 2, nodes=900))
     structure = structure_of(inst)
     for variant in range(3):
         base = cone_order(inst, structure, variant, by_height=True)
-        assert use_peak(inst, blocks_order(inst, structure, variant)) <= use_peak(inst, base)
+        order = blocks_order(inst, structure, variant)
+        _respects_paths(inst, order)
+        assert use_peak(inst, order) < use_peak(inst, base)
+
+
+def test_blocks_order_with_a_buffer_no_op_uses():
+    """Two streams share a load; a UB buffer is allocated and freed with no user (valid input):
+    the estimate counts it as never live instead of failing."""
+    ops = [("COPY_IN", "MTE2", [0]), ("ADD", "VECTOR", [0, 1]), ("MUL", "VECTOR", [0, 2])]
+    sizes = {0: ("L1", 4), 1: ("UB", 4), 2: ("UB", 4), 3: ("UB", 8)}
+    nodes = [
+        {"Id": i, "Op": op, "Pipe": pipe, "Cycles": 1, "Bufs": bufs}
+        for i, (op, pipe, bufs) in enumerate(ops)
+    ]
+    edges = [[0, 1], [0, 2]]
+    for b, (memory, size) in sizes.items():
+        alloc, free = len(nodes), len(nodes) + 1
+        for kind in ("ALLOC", "FREE"):
+            nodes.append({"Id": len(nodes), "Op": kind, "BufId": b, "Size": size, "Type": memory})
+        edges.append([alloc, free])
+        for v, (_, _, bufs) in enumerate(ops):
+            if b in bufs:
+                edges += [[alloc, v], [v, free]]
+    inst = parse_instance({"Nodes": nodes, "Edges": edges})
+    order = blocks_order(inst, structure_of(inst))
+    _respects_paths(inst, order)
+    assert use_peak(inst, order) == 8  # the load with one stream's UB buffer, or the other's
 
 
 def test_blocks_order_runs_flashattention_case1_a_block_at_a_time():
@@ -111,5 +137,4 @@ def test_blocks_order_runs_flashattention_case1_a_block_at_a_time():
         structure = structure_of(instance)
         chain = _p1(instance, cone_order(instance, structure, 2, by_height=True))
         peaks.append((chain, _p1(instance, blocks_order(instance, structure, 2))))
-    assert peaks[0] == peaks[1]
-    assert peaks[0][1] < peaks[0][0]
+    assert peaks == [(8752, 7714), (8752, 7714)]
