@@ -77,6 +77,7 @@ from npuopt.heuristics.structure import (
 )
 from npuopt.solver.hardware import COUNTED_MEMORIES, L0_MEMORIES
 from npuopt.solver.instance import Instance
+from npuopt.solver.solution import op_profile
 
 
 @dataclass(frozen=True)
@@ -373,13 +374,14 @@ def blocks_order(instance: Instance, structure: Structure, variant: int = 0) -> 
     the stream's first shared read belongs to its first block; the ops of one L0 unit to the
     block of the latest of them). Of every ``size`` in :data:`BLOCK_LOADS` and offset below it,
     and of the ``cone-chain`` order itself, the order with the smallest peak by first and last use
-    (:func:`use_peak`) is returned."""
+    (:func:`solver.solution.op_profile`) is returned."""
     base = cone_order(instance, structure, variant, by_height=True)
     streams = stream_of(instance)
-    readers: dict[int, set[int]] = {}
-    for b in instance.copy_in_backed:
-        readers[b] = {streams[u] for u in instance.buffers[b].users if u in streams}
-    shared = {b for b, s in readers.items() if len(s) > 1}
+    shared = {
+        b
+        for b in instance.copy_in_backed
+        if len({streams[u] for u in instance.buffers[b].users if u in streams}) > 1
+    }
     if not shared:
         return base
     position = {v: p for p, v in enumerate(base)}
@@ -411,7 +413,7 @@ def blocks_order(instance: Instance, structure: Structure, variant: int = 0) -> 
                 key=lambda u: (earlier[u], position[u]),
                 default=v,
             )
-    best, best_peak = base, use_peak(instance, base)
+    best, best_peak = base, _peak(instance, base)
     for size in BLOCK_LOADS:
         for offset in range(size):
 
@@ -421,26 +423,14 @@ def blocks_order(instance: Instance, structure: Structure, variant: int = 0) -> 
                 return (block, stream_rank.get(streams.get(u, -1), -1), position[v])
 
             order = _keeping_paths(instance, sorted(base, key=key), structure.graph)
-            peak = use_peak(instance, order)
+            peak = _peak(instance, order)
             if peak < best_peak:
                 best, best_peak = order, peak
     return best
 
 
-def use_peak(instance: Instance, op_order: Sequence[int]) -> int:
-    """The most L1/UB units live at once when every buffer lives from its first user to its
-    last in ``op_order`` (what the list scheduler nearly keeps; a quick estimate)."""
-    position = {v: p for p, v in enumerate(op_order)}
-    delta = np.zeros(len(op_order) + 1, dtype=np.int64)
-    for buf in instance.buffers.values():
-        if buf.memory not in COUNTED_MEMORIES:
-            continue
-        places = [position[u] for u in buf.users]
-        if not places:  # a buffer no op uses is never live
-            continue
-        delta[min(places)] += buf.size_units
-        delta[max(places) + 1] -= buf.size_units
-    return int(np.cumsum(delta).max(initial=0))
+def _peak(instance: Instance, op_order: Sequence[int]) -> int:
+    return int(op_profile(instance, op_order).max(initial=0))
 
 
 #: Nodes one second of the reference machine gets through in a generator run (Conv_Case1,
