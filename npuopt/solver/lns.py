@@ -121,6 +121,8 @@ class LnsResult(Generic[S]):
     steps: list[Step] = field(default_factory=list)
     proven_optimal: bool = False
     work: float = 0.0
+    #: The deterministic work it was given (``LnsParams.work_budget``; None: the clock alone).
+    budget: float | None = None
     stalled: bool = False
     #: Why the search ended: ``"bound"``, ``"steps"``, ``"budget"``, ``"stall"`` (these four
     #: are reproducible) or ``"deadline"`` (the machine fell behind its budget).
@@ -182,7 +184,7 @@ def run_lns(
     params = params or LnsParams()
     current, current_key = initial, key(initial)
     best, best_key = current, current_key
-    result = LnsResult(best, best_key)
+    result = LnsResult(best, best_key, budget=params.work_budget)
     scores = np.ones(len(neighbourhoods))
     size = float(params.initial_window)
     index = 0

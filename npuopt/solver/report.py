@@ -233,6 +233,7 @@ def _lns_stats(lns: LnsResult[Any] | None) -> dict[str, Any]:
         "lns_steps": len(lns.steps),
         "lns_outcomes": lns.outcomes(),
         "lns_work": round(lns.work, 2),
+        "lns_budget": None if lns.budget is None else round(lns.budget, 2),
         "lns_stalled": lns.stalled,
         "lns_stop": lns.stop,
     }

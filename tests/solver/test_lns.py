@@ -111,6 +111,7 @@ def test_work_budget_stops_the_search():
         LnsParams(work_budget=3.0),
     )
     assert len(result.steps) == 3 and result.work == 3.0 and result.stop == "budget"
+    assert result.budget == 3.0  # recorded for the summary
 
 
 def test_stall_counts_from_the_last_drop_of_the_objective_not_of_the_tie_break():

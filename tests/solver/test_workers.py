@@ -159,3 +159,40 @@ def test_too_few_evaluations_per_unit_return_the_start_unannealed():
     params = TraversalParams(max_cluster_units=cluster_units_for(0.1 * short.work_s))
     first, cost = traversal_start(inst, short.hardware, op_order_of(inst, start), params)
     assert runs[0][1] == cost
+
+
+def test_with_side_chains_every_chain_gets_the_same_reduced_share_of_the_budget(monkeypatch):
+    """Chains beside each other slow each other down: with two workers the main chain and the
+    side chain both get ``SIDE_CHAIN_RATE`` of the Problem 3 budget (and the summary records
+    what the main chain was given), so that they end on it, not on the clock."""
+    import npuopt.solver.stages.timing as timing
+    from npuopt.solver.budgets import SIDE_CHAIN_RATE
+
+    given: dict[str, list[float]] = {"main": [], "side": []}
+    main_chain, start_chains = timing._main_chain, timing.Workers.start
+
+    def record_main(instance, result, options, start, budget, *rest):
+        given["main"].append(budget)
+        return main_chain(instance, result, options, start, budget, *rest)
+
+    def record_side(self, task, calls):
+        if task is timing.pipe_chain:
+            given["side"].extend(call[4] for call in calls)
+        return start_chains(self, task, calls)
+
+    monkeypatch.setattr(timing, "_main_chain", record_main)
+    monkeypatch.setattr(timing.Workers, "start", record_side)
+    monkeypatch.setattr(timing, "SIDE_CHAIN_MIN_WORK", 0.0)  # a small graph's small budget
+    # Above FULL_PIPE_NODES, so that the LNS gets the whole budget.
+    inst = parse_instance(generate("matmul", 1, nodes=700), name="m")
+    runs = {}
+    for rate in (1.0, SIDE_CHAIN_RATE):
+        monkeypatch.setattr(timing, "SIDE_CHAIN_RATE", rate)
+        options = SolveOptions(time_limit_s=10, speed=1.0, seed=2, workers=2)
+        runs[rate] = solve_instance(inst, options)
+    assert SIDE_CHAIN_RATE < 1.0
+    full, reduced = given["main"]
+    assert reduced == SIDE_CHAIN_RATE * full and full > 0
+    assert given["side"] == given["main"]  # one side chain a run, on the main chain's budget
+    assert runs[SIDE_CHAIN_RATE].p3_lns is not None
+    assert runs[SIDE_CHAIN_RATE].p3_lns.budget == reduced

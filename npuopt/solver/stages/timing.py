@@ -30,6 +30,7 @@ from npuopt.solver.budgets import (
     P3_DEADLINE,
     P3_LNS,
     SIDE_CHAIN_MIN_WORK,
+    SIDE_CHAIN_RATE,
     pass_work,
     passes_for,
 )
@@ -64,7 +65,8 @@ def refine_pipes(
     With more than one worker (``options.workers``), each other worker runs an LNS chain of its
     own from the same start, with its own seed and the same budget (:func:`pipe_chain`, in a
     fresh process: CP-SAT's threads do not survive a fork), and the fastest answer of all the
-    chains is kept: the same work per chain, so the same answers on every run."""
+    chains is kept: the same work per chain (``SIDE_CHAIN_RATE`` of ``budget``: the chains slow
+    each other down), so the same answers on every run."""
     assert result.p3 is not None
     hardware, rule = options.hardware, options.reuse_rule
     deadline = started + P3_DEADLINE * options.time_limit_s
@@ -108,6 +110,7 @@ def refine_pipes(
     collect: Callable[[], list[tuple[Solution | None, str]]] | None = None
     if options.workers > 1 and budget >= SIDE_CHAIN_MIN_WORK:
         assert result.p2 is not None
+        budget *= SIDE_CHAIN_RATE  # the chains slow each other down
         cap = int((result.p2.evaluation.extra_traffic_units or 0) * (1.0 + options.traffic_slack))
         seeds = np.random.default_rng(seed).integers(2**31, size=options.workers - 1)
         side = Workers(instance, options.workers - 1, spawn=True)
