@@ -10,7 +10,13 @@ process tree.
 Usage::
 
     python benchmarks/workers.py [--time-limit 600] [--cases NAME...] [--renumbered NAME...]
-        [--speed F] [--name workers] [--out DIR]
+        [--speed F] [--name workers] [--out DIR] [--w1-from STUDY...]
+
+``--w1-from``: take each graph's one-worker run from a stored study instead (its
+``runs/<graph>/`` or, from ``reproducible.py``, ``runs/<graph>/h1/``: summary and Problem
+folders, re-checked by the evaluator; the first study holding the graph), when the one-worker
+path has not changed since: only the two-worker runs are made. Their peak memory was not
+stored there and shows as ``-``.
 
 Writes ``results/<date>_<name>/`` (``runs/<graph>/w1`` and ``w2``, ``table.md``, ``README.md``).
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import subprocess
 import sys
 import tempfile
@@ -29,7 +36,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from cases import NPUOPT, answers, full_options, run_case, write_study  # noqa: E402
+from cases import (  # noqa: E402
+    NPUOPT,
+    _problems,
+    _recheck,
+    answers,
+    full_options,
+    run_case,
+    write_study,
+)
 
 from npuopt.instances import OFFICIAL_CASES, official_case  # noqa: E402
 
@@ -40,6 +55,33 @@ def _reached(history: list[dict], problem: int, value: int) -> float | None:
         if event["problem"] == problem and event["value"] <= value:
             return float(event["seconds"])
     return None
+
+
+def _stored(graph: Path, name: str, studies: list[Path], options: argparse.Namespace) -> dict:
+    """The one-worker row of ``name`` from the first of ``studies`` that ran it, with the
+    limit and seed of ``options`` (and its speed factor, when given)."""
+    for run in (study / "runs" / name / sub for study in studies for sub in ("", "h1")):
+        if (run / "summary.json").is_file():
+            summary = json.loads((run / "summary.json").read_text())
+            wanted = {"workers": 1, "time_limit_s": options.time_limit, "seed": options.seed}
+            if options.speed is not None:
+                wanted["speed"] = options.speed
+            for key, value in wanted.items():
+                if key == "speed" and abs(summary.get(key, 0) - value) < 0.01:
+                    continue
+                if summary.get(key) != value:
+                    raise SystemExit(f"{run}: {key} {summary.get(key)}, not {value}")
+            row = summary["cases"][0]
+            row["history"] = row.get("history", [])
+            row["rechecked"] = all(_recheck(graph, run, p) for p in _problems("all"))
+            row["source"] = str(run.relative_to(ROOT) if run.is_relative_to(ROOT) else run)
+            return row
+    raise SystemExit(f"{name}: no one-worker run in {', '.join(map(str, studies))}")
+
+
+def _mib(row: dict) -> str:
+    value = row.get("peak_tree_rss_mib")
+    return "-" if value is None else f"{value:,.0f}"
 
 
 def _value(row: dict, problem: int) -> int | None:
@@ -57,6 +99,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default="workers")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--w1-from", type=Path, nargs="+", help="stored one-worker studies")
     args = parser.parse_args()
     today = dt.date.today().isoformat()
     out = args.out or ROOT / "results" / f"{today}_{args.name}"
@@ -80,6 +123,8 @@ def main() -> None:
 
     def one(item: tuple[str, Path]) -> dict:
         name, path = item
+        if args.w1_from:
+            return _stored(path, name, [s.resolve() for s in args.w1_from], options(1))
         row = run_case(path, out / "runs" / name / "w1", options(1))
         print(f"{name} w1: {row['wall_s']} s", file=sys.stderr)
         return row
@@ -119,9 +164,11 @@ def main() -> None:
         valid = "yes" if a["rechecked"] and b["rechecked"] else "NO"
         lines.append(
             f"| {name} | {' | '.join(cells)} | {ratio} | {', '.join(reach)} | "
-            f"{a['peak_tree_rss_mib']:,.0f} / {b['peak_tree_rss_mib']:,.0f} | {valid} |"
+            f"{_mib(a)} / {_mib(b)} | {valid} |"
         )
     table = "\n".join(lines)
+    sources = [f"- {name} w1: `{row['source']}`" for name, row in single.items() if "source" in row]
+    after = "\n".join(["", "One-worker runs taken from stored studies:", *sources, ""])
     write_study(
         out,
         f"{args.name}: one worker against two ({today})",
@@ -132,6 +179,7 @@ def main() -> None:
         "one-worker run's final one, and that time over the second the one-worker run found "
         "its final answer. Peak memory: the whole process tree (the solve and its workers), "
         "sampled every half second.",
+        after if sources else "",
     )
     print(table)
 
