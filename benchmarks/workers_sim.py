@@ -1,0 +1,135 @@
+"""More workers than this machine has: what would Problem 3 gain from N chains?
+
+With N workers, Problem 3 runs N LNS chains from the same start, each on its own seed and the
+same deterministic budget, and keeps the fastest answer (docs/decisions.md, "Workers"). A
+chain's answer depends on its start, seed and budget, not on what runs beside it, so N chains
+can be run here two at a time and the N-worker answer read off as the best of the first N.
+
+From a stored two-worker run of each case (``runs/<case>/w2`` or ``runs/<case>``: its Problem 2
+answer as the start, its ``summary.json``'s Problem 3 budget), runs ``--chains`` chains, chain 0
+on a main seed and the others on the seeds drawn from it as a solve draws its side chains',
+writes
+each chain's answer as a Problem 3 folder and the evaluator's makespans as a table: the best of
+the first N chains for N = 1 .. ``--chains``.
+
+What the estimate leaves out: the real run starts its chains after the re-offsetting passes
+(here: from the Problem 2 answer itself) and runs its justification passes after them; the
+plan's budget grows a little with N (the shared-out generator, stream and hoisting runs: about
+6 deterministic seconds more at N = 4 on a 600 s limit), and the chains of a real run on N
+cores slow each other down as measured on two. So it says what N chains add to one, not what
+a run on N cores prints.
+
+Usage::
+
+    python benchmarks/workers_sim.py --study results/<two-worker study> [--cases NAME...]
+        [--chains 4] [--name workers-sim] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from cases import write_study  # noqa: E402
+
+from npuopt.instances import OFFICIAL_CASES, official_case  # noqa: E402
+from npuopt.solver.bounds import makespan_bound  # noqa: E402
+from npuopt.solver.evaluate import evaluate  # noqa: E402
+from npuopt.solver.files import ProblemFiles, read_solution, write_solution  # noqa: E402
+from npuopt.solver.hardware import DEFAULT_HARDWARE  # noqa: E402
+from npuopt.solver.instance import load_instance  # noqa: E402
+from npuopt.solver.stages.timing import pipe_chain  # noqa: E402
+from npuopt.solver.workers import Workers  # noqa: E402
+
+
+def chain_seeds(main: int, count: int) -> list[int]:
+    """The seeds of an N-worker solve's chains, N = ``count``: the main chain's, then the side
+    chains' (drawn from it as :func:`solver.stages.timing.refine_pipes` draws them)."""
+    sides = np.random.default_rng(main).integers(2**31, size=max(count - 1, 0))
+    return [main, *(int(s) for s in sides)]
+
+
+def _run_dir(study: Path, case: str) -> Path:
+    for run in (study / "runs" / case / "w2", study / "runs" / case):
+        if (run / "summary.json").is_file():
+            return run
+    raise SystemExit(f"{study}: no run of {case}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--study", type=Path, required=True, help="stored two-worker runs")
+    parser.add_argument("--cases", nargs="+", choices=OFFICIAL_CASES)
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--main-seed", type=int, help="chain 0's seed (default: the run's)")
+    parser.add_argument("--name", default="workers-sim")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    today = dt.date.today().isoformat()
+    out = args.out or ROOT / "results" / f"{today}_{args.name}"
+    lines = [
+        "| case | budget (det. s) | chain makespans | best of N = 1 .. "
+        f"{args.chains} | best of {args.chains} / of 1 | files valid |",
+        "|---|---|---|---|---|---|",
+    ]
+    for case in args.cases or OFFICIAL_CASES:
+        path = official_case(case)
+        if path is None:
+            print(f"{case}: not in ../shared/instances, skipped", file=sys.stderr)
+            continue
+        run = _run_dir(args.study, case)
+        summary = json.loads((run / "summary.json").read_text())
+        budget = summary["cases"][0]["p3"]["lns_budget"]
+        inst = load_instance(path)
+        start = read_solution(ProblemFiles.in_dir(run / "Problem2", case), inst, 2)
+        judged = evaluate(inst, start, 3)
+        cap = judged.extra_traffic_units or 0
+        bound = makespan_bound(inst, start).cycles
+        main_seed = summary["seed"] if args.main_seed is None else args.main_seed
+        seeds = chain_seeds(main_seed, args.chains)
+        calls = [(start, DEFAULT_HARDWARE, "residency", cap, budget, s, 1e18, bound) for s in seeds]
+        with Workers(inst, 2, spawn=True) as workers:
+            found = workers.start(pipe_chain, calls)()
+        makespans, valid = [], True
+        for k, (solution, stop) in enumerate(found):
+            if stop == "deadline":
+                raise SystemExit(f"{case} chain {k}: stopped by the clock")
+            answer = solution if solution is not None else start
+            folder = out / "runs" / case / f"chain{k}" / "Problem3"
+            folder.mkdir(parents=True, exist_ok=True)
+            write_solution(folder, case, 3, answer)
+            again = evaluate(inst, read_solution(ProblemFiles.in_dir(folder, case), inst, 3), 3)
+            valid &= again.valid and (again.extra_traffic_units or 0) <= cap
+            makespans.append(again.makespan_cycles)
+        best = [min(makespans[: n + 1]) for n in range(len(makespans))]
+        lines.append(
+            f"| {case} | {budget:.1f} | {', '.join(f'{m:,}' for m in makespans)} | "
+            f"{', '.join(f'{m:,}' for m in best)} | {best[-1] / best[0]:.4f} | "
+            f"{'yes' if valid else 'NO'} |"
+        )
+        print(lines[-1], file=sys.stderr)
+    table = "\n".join(lines)
+    write_study(
+        out,
+        f"{args.name}: Problem 3 with N chains, estimated ({today})",
+        table,
+        f"machine: 2 cores, two chains at a time; starts, budgets and seeds from `{args.study}`. "
+        "Each chain from the stored Problem 2 answer, on the stored run's Problem 3 budget, "
+        "ended by that budget (never the clock); its answer is in `runs/<case>/chain<k>/`, "
+        "re-read and judged by the evaluator. Chain 0 runs on the main seed, chain k on the "
+        "k-th side seed drawn from it. See the module docstring for what the estimate leaves out.",
+    )
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
