@@ -8,16 +8,16 @@ can be run here two at a time and the N-worker answer read off as the best of th
 From a stored two-worker run of each case (``runs/<case>/w2`` or ``runs/<case>``: its Problem 2
 answer as the start, its ``summary.json``'s Problem 3 budget), runs ``--chains`` chains, chain 0
 on a main seed and the others on the seeds drawn from it as a solve draws its side chains',
-writes
-each chain's answer as a Problem 3 folder and the evaluator's makespans as a table: the best of
-the first N chains for N = 1 .. ``--chains``.
+writes each chain's answer as a Problem 3 folder and the evaluator's makespans as a table: the
+best of the first N chains for N = 1 .. ``--chains``.
 
-What the estimate leaves out: the real run starts its chains after the re-offsetting passes
-(here: from the Problem 2 answer itself) and runs its justification passes after them; the
-plan's budget grows a little with N (the shared-out generator, stream and hoisting runs: about
-6 deterministic seconds more at N = 4 on a 600 s limit), and the chains of a real run on N
-cores slow each other down as measured on two. So it says what N chains add to one, not what
-a run on N cores prints.
+The stored Problem 2 files hold the fastest answer found at Problem 2's traffic, usually the
+run's final Problem 3 answer: the chains here continue from where the run ended. So the table
+shows what N chains add to one from a common start, not the figure an N-worker run prints; it
+also leaves out the re-offsetting and justification passes around the chains, the plan's
+budget growing a little with N (the shared-out generator, stream and hoisting runs: about 6
+deterministic seconds more at N = 4 on a 600 s limit), and the chains of a real run on N cores
+slowing each other down as measured on two.
 
 Usage::
 
