@@ -13,10 +13,11 @@ Usage::
         [--speed F] [--name workers] [--out DIR] [--w1-from STUDY...]
 
 ``--w1-from``: take each graph's one-worker run from a stored study instead (its
-``runs/<graph>/`` or, from ``reproducible.py``, ``runs/<graph>/h1/``: summary and Problem
-folders, re-checked by the evaluator; the first study holding the graph), when the one-worker
-path has not changed since: only the two-worker runs are made. Their peak memory was not
-stored there and shows as ``-``.
+``runs/<graph>/w1/``, ``runs/<graph>/`` or, from ``reproducible.py``, ``runs/<graph>/h1/``:
+summary and Problem folders, the same limit, seed, rule and method, and speed factor when
+``--speed`` is given, re-checked by the evaluator; the first study holding the graph), when
+the one-worker path has not changed since: only the two-worker runs are made. Their peak
+memory was not stored there and shows as ``-``.
 
 Writes ``results/<date>_<name>/`` (``runs/<graph>/w1`` and ``w2``, ``table.md``, ``README.md``).
 """
@@ -60,10 +61,19 @@ def _reached(history: list[dict], problem: int, value: int) -> float | None:
 def _stored(graph: Path, name: str, studies: list[Path], options: argparse.Namespace) -> dict:
     """The one-worker row of ``name`` from the first of ``studies`` that ran it, with the
     limit and seed of ``options`` (and its speed factor, when given)."""
-    for run in (study / "runs" / name / sub for study in studies for sub in ("", "h1")):
+    subs = ("w1", "", "h1")  # this script's layout, cases.py's, reproducible.py's
+    for run in (study / "runs" / name / sub for study in studies for sub in subs):
         if (run / "summary.json").is_file():
             summary = json.loads((run / "summary.json").read_text())
-            wanted = {"workers": 1, "time_limit_s": options.time_limit, "seed": options.seed}
+            wanted = {
+                "workers": 1,
+                "time_limit_s": options.time_limit,
+                "seed": options.seed,
+                "problems": [1, 2, 3],
+                "method": options.method,
+                "reuse_rule": options.reuse_rule,
+                "traffic_slack": 0.0,
+            }
             if options.speed is not None:
                 wanted["speed"] = options.speed
             for key, value in wanted.items():
@@ -173,8 +183,9 @@ def main() -> None:
         out,
         f"{args.name}: one worker against two ({today})",
         table,
-        "machine: 2 cores. The one-worker runs went two at a time (a core each), the "
-        "two-worker runs one at a time (both cores).\n\n"
+        "machine: 2 cores. The one-worker runs went two at a time (a core each; "
+        "with --w1-from, in the stored studies listed below), the two-worker runs one at a "
+        "time (both cores).\n\n"
         "Reach: the second the two-worker run first held an answer at least as good as the "
         "one-worker run's final one, and that time over the second the one-worker run found "
         "its final answer. Peak memory: the whole process tree (the solve and its workers), "

@@ -7,9 +7,12 @@ can be run here two at a time and the N-worker answer read off as the best of th
 
 From a stored two-worker run of each case (``runs/<case>/w2`` or ``runs/<case>``: its Problem 2
 answer as the start, its ``summary.json``'s Problem 3 budget), runs ``--chains`` chains, chain 0
-on a main seed and the others on the seeds drawn from it as a solve draws its side chains',
-writes each chain's answer as a Problem 3 folder and the evaluator's makespans as a table: the
-best of the first N chains for N = 1 .. ``--chains``.
+on a main seed (``--main-seed``, by default the run's ``--seed``) and the others on seeds drawn
+from it as a solve draws its side chains' from its main chain's. These are not the run's own
+chain seeds (a solve draws its main chain's seed mid-pipeline and does not store it): the
+table samples N seeds, it does not replay the run. Writes each chain's answer as a Problem 3
+folder and the evaluator's makespans as a table: the best of the first N chains for
+N = 1 .. ``--chains``.
 
 The stored Problem 2 files hold the fastest answer found at Problem 2's traffic, usually the
 run's final Problem 3 answer: the chains here continue from where the run ended. So the table
@@ -58,11 +61,24 @@ def chain_seeds(main: int, count: int) -> list[int]:
     return [main, *(int(s) for s in sides)]
 
 
-def _run_dir(study: Path, case: str) -> Path:
+def _run_dir(study: Path, case: str) -> Path | None:
     for run in (study / "runs" / case / "w2", study / "runs" / case):
         if (run / "summary.json").is_file():
             return run
-    raise SystemExit(f"{study}: no run of {case}")
+    return None
+
+
+def _checked(run: Path, summary: dict) -> float:
+    """The stored run's Problem 3 budget, once the run is one this estimate can restart: two
+    workers or more, contest hardware, the residency rule, a budget recorded."""
+    if summary.get("workers", 1) < 2:
+        raise SystemExit(f"{run}: a one-worker run (its budget is not a side-chain budget)")
+    if summary.get("hardware") != "contest defaults" or summary.get("reuse_rule") != "residency":
+        raise SystemExit(f"{run}: not the contest hardware and residency rule")
+    budget = summary["cases"][0].get("p3", {}).get("lns_budget")
+    if budget is None:
+        raise SystemExit(f"{run}: no lns_budget in summary.json (made before 693371f?)")
+    return float(budget)
 
 
 def main() -> None:
@@ -70,10 +86,12 @@ def main() -> None:
     parser.add_argument("--study", type=Path, required=True, help="stored two-worker runs")
     parser.add_argument("--cases", nargs="+", choices=OFFICIAL_CASES)
     parser.add_argument("--chains", type=int, default=4)
-    parser.add_argument("--main-seed", type=int, help="chain 0's seed (default: the run's)")
+    parser.add_argument("--main-seed", type=int, help="chain 0's seed (default: the run's --seed)")
     parser.add_argument("--name", default="workers-sim")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.chains < 1:
+        parser.error("--chains must be at least 1")
     today = dt.date.today().isoformat()
     out = args.out or ROOT / "results" / f"{today}_{args.name}"
     lines = [
@@ -87,12 +105,16 @@ def main() -> None:
             print(f"{case}: not in ../shared/instances, skipped", file=sys.stderr)
             continue
         run = _run_dir(args.study, case)
+        if run is None:
+            print(f"{case}: no run in {args.study}, skipped", file=sys.stderr)
+            continue
         summary = json.loads((run / "summary.json").read_text())
-        budget = summary["cases"][0]["p3"]["lns_budget"]
+        budget = _checked(run, summary)
         inst = load_instance(path)
         start = read_solution(ProblemFiles.in_dir(run / "Problem2", case), inst, 2)
         judged = evaluate(inst, start, 3)
-        cap = judged.extra_traffic_units or 0
+        slack = summary.get("traffic_slack", 0.0)
+        cap = int((judged.extra_traffic_units or 0) * (1.0 + slack))
         bound = makespan_bound(inst, start).cycles
         main_seed = summary["seed"] if args.main_seed is None else args.main_seed
         seeds = chain_seeds(main_seed, args.chains)
@@ -126,7 +148,8 @@ def main() -> None:
         "Each chain from the stored Problem 2 answer, on the stored run's Problem 3 budget, "
         "ended by that budget (never the clock); its answer is in `runs/<case>/chain<k>/`, "
         "re-read and judged by the evaluator. Chain 0 runs on the main seed, chain k on the "
-        "k-th side seed drawn from it. See the module docstring for what the estimate leaves out.",
+        "k-th side seed drawn from it (a sample of seeds, not the run's own chains). See the "
+        "module docstring for what the estimate leaves out.",
     )
     print(table)
 

@@ -65,8 +65,8 @@ def refine_pipes(
     With more than one worker (``options.workers``), each other worker runs an LNS chain of its
     own from the same start, with its own seed and the same budget (:func:`pipe_chain`, in a
     fresh process: CP-SAT's threads do not survive a fork), and the fastest answer of all the
-    chains is kept: the same work per chain (``SIDE_CHAIN_RATE`` of ``budget``: the chains slow
-    each other down), so the same answers on every run."""
+    chains is kept: the same work per chain (``SIDE_CHAIN_RATE`` of what is left of ``budget``: the
+    chains slow each other down), so the same answers on every run."""
     assert result.p3 is not None
     hardware, rule = options.hardware, options.reuse_rule
     deadline = started + P3_DEADLINE * options.time_limit_s
