@@ -61,26 +61,24 @@ def _reached(history: list[dict], problem: int, value: int) -> float | None:
 def _stored(graph: Path, name: str, studies: list[Path], options: argparse.Namespace) -> dict:
     """The one-worker row of ``name`` from the first of ``studies`` that ran it, with the
     limit and seed of ``options`` (and its speed factor, when given)."""
+    wanted = {
+        "workers": 1,
+        "time_limit_s": options.time_limit,
+        "seed": options.seed,
+        "problems": [1, 2, 3],
+        "method": options.method,
+        "reuse_rule": options.reuse_rule,
+        "traffic_slack": 0.0,
+    }
     subs = ("w1", "", "h1")  # this script's layout, cases.py's, reproducible.py's
     for run in (study / "runs" / name / sub for study in studies for sub in subs):
         if (run / "summary.json").is_file():
             summary = json.loads((run / "summary.json").read_text())
-            wanted = {
-                "workers": 1,
-                "time_limit_s": options.time_limit,
-                "seed": options.seed,
-                "problems": [1, 2, 3],
-                "method": options.method,
-                "reuse_rule": options.reuse_rule,
-                "traffic_slack": 0.0,
-            }
-            if options.speed is not None:
-                wanted["speed"] = options.speed
-            for key, value in wanted.items():
-                if key == "speed" and abs(summary.get(key, 0) - value) < 0.01:
-                    continue
-                if summary.get(key) != value:
-                    raise SystemExit(f"{run}: {key} {summary.get(key)}, not {value}")
+            wrong = [k for k, v in wanted.items() if summary.get(k) != v]
+            if options.speed is not None and abs(summary.get("speed", 0) - options.speed) >= 0.01:
+                wrong.append("speed")
+            if wrong:
+                raise SystemExit(f"{run}: not a run like this one ({', '.join(wrong)} differ)")
             row = summary["cases"][0]
             row["history"] = row.get("history", [])
             row["rechecked"] = all(_recheck(graph, run, p) for p in _problems("all"))
