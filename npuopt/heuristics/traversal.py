@@ -26,7 +26,7 @@ import bisect
 import heapq
 import math
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -455,6 +455,9 @@ class TraversalParams:
     max_evaluations: int = 4000
     initial_temperature: float = 0.02
     final_temperature: float = 0.0005
+    #: How many orders a run returns: its best and the orders it held best before, latest
+    #: first. The estimate is only a proxy: the placement of a runner-up is often the better.
+    elite: int = 1
     #: The clustered starts cost about (units)^2 work (5,000 units: 20 s here); above this many
     #: units they are skipped. :func:`cluster_units_for` turns a time share into this cap.
     max_cluster_units: int | None = None
@@ -491,7 +494,8 @@ def search_traversal(
     first, first_cost = traversal_start(instance, hardware, start, params)
     units = find_units(instance)
     return [
-        _anneal(instance, hardware, units, first, first_cost, rng, params, deadline) for rng in rngs
+        _anneal(instance, hardware, units, first, first_cost, rng, params, deadline)[0]
+        for rng in rngs
     ]
 
 
@@ -528,9 +532,10 @@ def anneal_from(
     seed: int,
     params: TraversalParams,
     deadline: float | None = None,
-) -> tuple[list[int], int]:
+) -> list[tuple[list[int], int]]:
     """One annealing run of :func:`search_traversal` from :func:`traversal_start`'s order,
-    seeded with ``seed`` (a task a worker process can run on its own)."""
+    seeded with ``seed`` (a task a worker process can run on its own): its ``params.elite``
+    last best orders with their estimates, best first."""
     units = find_units(instance)
     rng = np.random.default_rng(seed)
     return _anneal(instance, hardware, units, first, first_cost, rng, params, deadline)
@@ -545,11 +550,13 @@ def _anneal(
     rng: np.random.Generator,
     params: TraversalParams,
     deadline: float | None,
-) -> tuple[list[int], int]:
-    """One annealing run of :func:`search_traversal` from the unit order ``current``."""
+) -> list[tuple[list[int], int]]:
+    """One annealing run of :func:`search_traversal` from the unit order ``current``: the
+    ``params.elite`` orders it held best last (each beat the one before), best first."""
     best_order, best_cost = expand(instance, units, current), current_cost
+    held: deque[tuple[list[int], int]] = deque(maxlen=max(params.elite - 1, 0))
     if len(current) < 2 or current_cost == 0:
-        return best_order, best_cost
+        return [(best_order, best_cost)]
     scale = max(current_cost, 1)
     ratio = params.final_temperature / params.initial_temperature
     k = attempts = 0
@@ -569,8 +576,9 @@ def _anneal(
         if delta <= 0 or rng.random() < math.exp(-delta / temperature):
             current, current_cost = candidate, cost
             if cost < best_cost:
+                held.append((best_order, best_cost))
                 best_cost, best_order = cost, order
-    return best_order, best_cost
+    return [(best_order, best_cost), *reversed(held)]
 
 
 def _neighbour(order: list[int], units: Units, rng: np.random.Generator) -> list[int] | None:

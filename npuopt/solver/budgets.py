@@ -13,6 +13,7 @@ run stays on time but may differ from run to run. The measurements behind the va
 
 from __future__ import annotations
 
+from npuopt.heuristics.placement import PLACEMENT_POLICIES
 from npuopt.solver.lns import LnsParams
 
 # -- Problem 1 ------------------------------------------------------------------------------
@@ -59,6 +60,13 @@ STREAM_GROUPS, STREAM_ORDERS, STREAM_SHARE = (1, 2, 3, 4, 5, 6, 8), 3, 0.02
 #: Hoisting the COPY_INs of those orders (heuristics.streams.hoist_loads): share of the limit
 #: (as estimates) and the longest leads tried, one placed order each.
 HOIST_SHARE, HOIST_LEADS = 0.02, (256, 32)
+#: Runners-up of the traversal search (:attr:`heuristics.traversal.TraversalParams.elite`):
+#: each annealing run also returns up to ``RUNNERS_UP`` of the orders it held best before its
+#: last, as many as ``RUNNERS_UP_SHARE`` of the limit places (:func:`runners_up`).
+RUNNERS_UP, RUNNERS_UP_SHARE = 9, 0.02
+#: Reference seconds per node of placing an order with one policy (place, compact, evaluate
+#: twice): 6.4e-5 to 9.7e-5 measured on Conv_Case0, Matmul_Case0 and FlashAttention_Case1.
+PLACE_NODE_S = 1e-4
 #: Refinement budget and deadline (the plan ends Problem 2 at ~0.70 of the limit, plus work
 #: no budget counts).
 P2_WORK, P2_DEADLINE = 0.03, 0.85
@@ -123,12 +131,13 @@ RELEASE_SHARE, P3_PASSES_END = 0.02, 0.94
 
 def p3_budget(work_s: float, nodes: int, workers: int = 1, alone: bool = False) -> float:
     """Problem 3's LNS budget (deterministic seconds of the pipe model, before what earlier
-    stages hand on): what the plan (:func:`planned_before_p3`) leaves of a ``work_s`` limit up
-    to ``P3_END``, less the work no budget counts on a graph of ``nodes`` nodes; ``alone``:
-    Problem 3 from a stored answer, no stage before it."""
+    stages hand on): what the plan (:func:`planned_before_p3`, the runners-up's placements)
+    leaves of a ``work_s`` limit up to ``P3_END``, less the work no budget counts on a graph
+    of ``nodes`` nodes; ``alone``: Problem 3 from a stored answer, no stage before it."""
     if alone:
         return P3_RATE * P3_END * work_s
     planned = (P3_END - planned_before_p3(workers)) * work_s - UNCOUNTED_NODE_S * nodes
+    planned -= placement_s(TRAVERSAL_RUNS * runners_up(work_s, nodes), nodes, workers)
     return P3_RATE * max(planned, 0.0)
 
 
@@ -145,6 +154,18 @@ def pass_work(passes: int, nodes: int, per_node: float = PASS_NODE_S) -> float:
     seconds of the pipe model (charged to Problem 3's LNS budget); ``per_node``:
     ``FRAME_NODE_S`` for the whole-graph work of an LNS step."""
     return P3_RATE * per_node * nodes * passes
+
+
+def runners_up(work_s: float, nodes: int) -> int:
+    """How many runners-up each traversal run returns on a graph of ``nodes`` nodes and a
+    ``work_s`` limit: at most ``RUNNERS_UP``, as many as ``RUNNERS_UP_SHARE`` of it places."""
+    return min(RUNNERS_UP, int(RUNNERS_UP_SHARE * work_s / placement_s(TRAVERSAL_RUNS, nodes)))
+
+
+def placement_s(orders: float, nodes: int, workers: int = 1) -> float:
+    """Reference seconds this process takes to place ``orders`` orders of ``nodes`` nodes with
+    every policy, the placements shared out over ``workers``."""
+    return orders * len(PLACEMENT_POLICIES) * PLACE_NODE_S * nodes / workers
 
 
 #: With several workers, each other one runs an LNS chain of its own when the Problem 3 budget

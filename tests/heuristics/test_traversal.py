@@ -10,12 +10,14 @@ from npuopt.heuristics.ordering import list_schedule, program_rank
 from npuopt.heuristics.placement import place
 from npuopt.heuristics.traversal import (
     TraversalParams,
+    anneal_from,
     clustered_units,
     estimate_traffic,
     expand,
     find_units,
     greedy_units,
     search_traversal,
+    traversal_start,
 )
 from npuopt.solver.evaluate import evaluate, evaluate_order
 from npuopt.solver.hardware import DEFAULT_HARDWARE, Hardware
@@ -80,6 +82,29 @@ def test_search_is_reproducible_and_never_worse():
     again = search_traversal(inst, small, ops, rngs, TraversalParams(max_evaluations=50))
     assert first == again and len(first) == 2
     assert all(estimate <= start for _, estimate in first)
+
+
+def test_runners_up_are_the_orders_a_run_held_best_before_and_leave_its_best_alone():
+    """A run asked for runners-up follows the same moves: its best is the same; after it come
+    the orders it held best before, each estimated higher than the one before it (latest
+    first), every one estimated right, at most ``elite - 1`` of them."""
+    from npuopt.instances.generator import generate
+    from npuopt.solver.instance import parse_instance
+
+    inst = parse_instance(generate("conv", 3, nodes=500), name="c")
+    hardware = Hardware(capacity={"L1": 256, "UB": 256})
+    ops = op_order_of(inst, inst.topological_order)
+    first, cost = traversal_start(inst, hardware, ops, TraversalParams())
+    alone = anneal_from(inst, hardware, first, cost, 5, TraversalParams(max_evaluations=400))
+    found = anneal_from(
+        inst, hardware, first, cost, 5, TraversalParams(max_evaluations=400, elite=4)
+    )
+    assert len(alone) == 1 and found[0] == alone[0]
+    estimates = [estimate for _, estimate in found]
+    assert len(found) == 4  # this run improved on its start more than three times
+    assert estimates == sorted(set(estimates)) and estimates[-1] <= cost
+    for order, estimate in found:
+        assert estimate_traffic(inst, order, hardware) == estimate
 
 
 def test_matmul_tiling_beats_the_public_traffic():

@@ -28,15 +28,19 @@ def test_each_stage_ends_by_plan_before_its_deadline_with_room_to_spare():
 @pytest.mark.parametrize("workers", [1, 2, 8])
 def test_problem_3_gets_what_the_plan_leaves_less_the_uncounted_work(workers):
     """A larger graph leaves less (its uncounted whole-graph work), never below nothing; more
-    workers leave more (the traversal search runs beside Problem 1)."""
+    workers leave more (the traversal search runs beside Problem 1); the placements of the
+    traversal search's runners-up come off it (none on a graph too large to place them)."""
     work_s = 600 * 1.68
     small, large = b.p3_budget(work_s, 2_000, workers), b.p3_budget(work_s, 36_000, workers)
     assert small > large > 0
     assert b.p3_budget(work_s, 10**7, workers) == 0.0
-    expected = b.P3_RATE * (
-        (b.P3_END - b.planned_before_p3(workers)) * work_s - 2_000 * b.UNCOUNTED_NODE_S
-    )
-    assert small == pytest.approx(expected)
+    left = (b.P3_END - b.planned_before_p3(workers)) * work_s
+    runners_up = b.TRAVERSAL_RUNS * b.runners_up(work_s, 2_000)
+    assert runners_up > 0 and b.runners_up(work_s, 36_000) == 0
+    placing = b.placement_s(runners_up, 2_000, workers)
+    assert 0 < placing <= b.RUNNERS_UP_SHARE * work_s / workers
+    assert small == pytest.approx(b.P3_RATE * (left - 2_000 * b.UNCOUNTED_NODE_S - placing))
+    assert large == pytest.approx(b.P3_RATE * (left - 36_000 * b.UNCOUNTED_NODE_S))
     if workers > 1:
         assert small > b.p3_budget(work_s, 2_000, 1)
 

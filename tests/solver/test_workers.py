@@ -154,11 +154,11 @@ def test_too_few_evaluations_per_unit_return_the_start_unannealed():
         runs, share = start_traversal(inst, short, start, one, 1e18)()
         long = SolveOptions(time_limit_s=60, speed=1.0)
         _, annealed = start_traversal(inst, long, start, one, 1e18)()
-    assert share == 0 and len(runs) == 1
+    assert share == 0 and len(runs) == 1 and len(runs[0]) == 1  # no runners-up either
     assert annealed >= ANNEAL_MIN_EVALUATIONS * units  # the longer limit anneals
     params = TraversalParams(max_cluster_units=cluster_units_for(0.1 * short.work_s))
     first, cost = traversal_start(inst, short.hardware, op_order_of(inst, start), params)
-    assert runs[0][1] == cost
+    assert runs[0][0][1] == cost
 
 
 def test_with_side_chains_every_chain_gets_the_same_reduced_share_of_the_budget(monkeypatch):

@@ -56,6 +56,8 @@ from npuopt.solver.budgets import (
     STREAM_SHARE,
     TRAVERSAL_RUNS,
     TRAVERSAL_SHARE,
+    placement_s,
+    runners_up,
 )
 from npuopt.solver.case import Candidate, CaseResult, SolveOptions, offer, wall_cap
 from npuopt.solver.evaluate import Evaluation, evaluate
@@ -115,11 +117,16 @@ def placement_stage(
         offer(result, quick, options)
         report("P2-first", f"traffic {quick.evaluation.extra_traffic_units:,} ({quick.method})")
     found = searching or start_traversal(instance, options, orders[0][1], workers, deadline)
-    traversals, annealed = _traversal_orders(instance, found, report)
+    traversals, second, annealed = _traversal_orders(instance, found, report)
     for traversal in reversed(traversals):
         if traversal not in (o for _, o in orders):
             orders.insert(0, ("traversal", traversal))
     orders[:0] = _stream_orders(instance, options, orders, p1.starts, report, workers)
+    # Last, the orders each annealing run held best before its last (the estimate is a proxy;
+    # one of them often places with less traffic, docs/decisions.md "Runners-up").
+    for runner_up in second:
+        if runner_up not in (o for _, o in orders):
+            orders.append(("traversal-runner-up", runner_up))
     # Each candidate is a whole-graph pass (place, compact, evaluate twice), one per worker at
     # a time; the next batch starts only if it fits before the Problem 2 deadline too, leaving
     # Problem 3 its share.
@@ -148,6 +155,10 @@ def placement_stage(
     if not annealed and workers.count == 1:
         # The search's share went unused (with more workers it ran beside Problem 1).
         handed += P3_RATE * TRAVERSAL_SHARE * options.work_s
+    # So did the placements planned for runners-up the runs did not have (the same count on
+    # every run: it depends on the search alone).
+    missing = TRAVERSAL_RUNS * runners_up(options.work_s, instance.n_nodes) - len(second)
+    handed += P3_RATE * placement_s(max(missing, 0), instance.n_nodes, workers.count)
     if options.method == "full":
         handed += P2_TO_P3_WORK * refine_placement(instance, result, options, rng, started, report)
     e2 = result.p2.evaluation
@@ -163,9 +174,10 @@ def placement_stage(
 #: so that the search may start before the Problem 1 refinement draws from the main one.
 TRAVERSAL_STREAM = 1
 
-#: The traversal search under way: waits for its runs' unit orders and estimates, and the
+#: The traversal search under way: waits for its runs' orders and estimates (each run's best
+#: first, then the orders it held best before, :attr:`TraversalParams.elite`), and the
 #: evaluations each run had.
-Traversals = Callable[[], tuple[list[tuple[list[int], int]], int]]
+Traversals = Callable[[], tuple[list[list[tuple[list[int], int]]], int]]
 
 
 def start_traversal(
@@ -198,7 +210,9 @@ def start_traversal(
     if share < ANNEAL_MIN_EVALUATIONS * len(find_units(instance).members):
         share, seeds = 0, seeds[:1]
     params = TraversalParams(
-        max_evaluations=share, max_cluster_units=cluster_units_for(0.1 * options.work_s)
+        max_evaluations=share,
+        max_cluster_units=cluster_units_for(0.1 * options.work_s),
+        elite=1 + runners_up(options.work_s, instance.n_nodes),
     )
     ops = op_order_of(instance, start)
     # The count is the budget; the clock only stops a search the count misjudged.
@@ -215,7 +229,7 @@ def start_traversal(
     calls = [(options.hardware, ops, params, seeds[k::width], stop) for k in range(width)]
     started = workers.start(traversal_runs, calls)
 
-    def collected() -> tuple[list[tuple[list[int], int]], int]:
+    def collected() -> tuple[list[list[tuple[list[int], int]]], int]:
         # Back in seed order: run j is run j // width of task j % width.
         answers = started()
         return [answers[j % width][j // width] for j in range(len(seeds))], share
@@ -230,7 +244,7 @@ def traversal_runs(
     params: TraversalParams,
     seeds: Sequence[int],
     stop: float,
-) -> list[tuple[list[int], int]]:
+) -> list[list[tuple[list[int], int]]]:
     """Annealing runs from the traversal start of ``ops``, one per seed, one after another (a
     task a worker process can run on its own)."""
     first, cost = traversal_start(instance, hardware, ops, params)
@@ -241,21 +255,31 @@ def _traversal_orders(
     instance: Instance,
     found: Traversals,
     report: Callable[[str, str], None],
-) -> tuple[list[tuple[int, ...]], bool]:
-    """The traversal search's orders (:func:`start_traversal`), lowest estimate first (every
-    one goes on to placement), and whether it annealed."""
+) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], bool]:
+    """The traversal search's orders (:func:`start_traversal`): each run's best, lowest
+    estimate first, then the runs' runners-up, lowest estimate first (every one goes on to
+    placement); and whether it annealed."""
     runs, share = found()
-    runs = sorted(runs, key=lambda run: run[1])
-    estimates = ", ".join(f"{estimate:,}" for _, estimate in runs)
+    best = sorted((run[0] for run in runs), key=lambda found: found[1])
+    estimates = ", ".join(f"{estimate:,}" for _, estimate in best)
     how = f"{len(runs)} x {share:,} evaluations" if share else "too few evaluations to anneal"
-    report("P2-order", f"traversal search: estimated traffic {estimates} ({how})")
+    seconds = sorted((f for run in runs for f in run[1:]), key=lambda found: found[1])
+    extra = f", {len(seconds)} runners-up" if seconds else ""
+    report("P2-order", f"traversal search: estimated traffic {estimates} ({how}{extra})")
+    return _schedules(instance, best), _schedules(instance, seconds), share > 0
+
+
+def _schedules(
+    instance: Instance, op_orders: Sequence[tuple[list[int], int]]
+) -> list[tuple[int, ...]]:
+    """The schedules of ``op_orders`` (with their estimates), skipping those none keeps."""
     orders: list[tuple[int, ...]] = []
-    for op_order, _ in runs:
+    for op_order, _ in op_orders:
         try:
             orders.append(schedule_from_op_order(instance, op_order))
         except ValueError:
             continue  # no schedule keeps the order (single residency): not a candidate
-    return orders, share > 0
+    return orders
 
 
 def _stream_orders(
