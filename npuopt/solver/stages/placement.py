@@ -124,9 +124,11 @@ def placement_stage(
     orders[:0] = _stream_orders(instance, options, orders, p1.starts, report, workers)
     # Last, the orders each annealing run held best before its last (the estimate is a proxy;
     # one of them often places with less traffic, docs/decisions.md "Runners-up").
+    listed = len(orders)
     for runner_up in second:
         if runner_up not in (o for _, o in orders):
             orders.append(("traversal-runner-up", runner_up))
+    placing = len(orders) - listed  # a runner-up that repeats a listed order is not placed again
     # Each candidate is a whole-graph pass (place, compact, evaluate twice), one per worker at
     # a time; the next batch starts only if it fits before the Problem 2 deadline too, leaving
     # Problem 3 its share.
@@ -155,9 +157,9 @@ def placement_stage(
     if not annealed and workers.count == 1:
         # The search's share went unused (with more workers it ran beside Problem 1).
         handed += P3_RATE * TRAVERSAL_SHARE * options.work_s
-    # So did the placements planned for runners-up the runs did not have (the same count on
-    # every run: it depends on the search alone).
-    missing = TRAVERSAL_RUNS * runners_up(options.work_s, instance.n_nodes) - len(second)
+    # So did the placements planned for runners-up the runs did not have or that repeat an
+    # order (the same count on every run: it depends on the orders alone).
+    missing = TRAVERSAL_RUNS * runners_up(options.work_s, instance.n_nodes) - placing
     handed += P3_RATE * placement_s(max(missing, 0), instance.n_nodes, workers.count)
     if options.method == "full":
         handed += P2_TO_P3_WORK * refine_placement(instance, result, options, rng, started, report)
