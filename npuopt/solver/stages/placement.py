@@ -124,11 +124,11 @@ def placement_stage(
     orders[:0] = _stream_orders(instance, options, orders, p1.starts, report, workers)
     # Last, the orders each annealing run held best before its last (the estimate is a proxy;
     # one of them often places with less traffic, docs/decisions.md "Runners-up").
-    listed = len(orders)
+    known = len(orders)
     for runner_up in second:
         if runner_up not in (o for _, o in orders):
             orders.append(("traversal-runner-up", runner_up))
-    placing = len(orders) - listed  # a runner-up that repeats a listed order is not placed again
+    placing = len(orders) - known  # a runner-up that repeats a listed order is not placed again
     # Each candidate is a whole-graph pass (place, compact, evaluate twice), one per worker at
     # a time; the next batch starts only if it fits before the Problem 2 deadline too, leaving
     # Problem 3 its share.
