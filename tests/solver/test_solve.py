@@ -268,3 +268,64 @@ def test_an_invalid_answer_of_the_placement_model_is_never_used(monkeypatch, sta
     assert all(c.solution is not broken for c in result.candidates)
     assert result.p2_lns is not None and result.p2_lns.best == start
     assert result.p2_lns.steps and all(s.status == "invalid" for s in result.p2_lns.steps)
+
+
+def test_the_p2_stage_places_each_runner_up_once_and_hands_on_the_time_of_the_rest(monkeypatch):
+    """The traversal search's runners-up go on to placement with every policy, after every
+    other order, each distinct one once; those a run did not return, or that repeat an order
+    already listed, hand their planned placement time on to Problem 3."""
+    from npuopt.heuristics.ordering import OrderingRun
+    from npuopt.heuristics.placement import PLACEMENT_POLICIES
+    from npuopt.heuristics.traversal import TraversalParams, anneal_from, traversal_start
+    from npuopt.solver.budgets import P3_RATE, TRAVERSAL_RUNS, placement_s, runners_up
+    from npuopt.solver.solution import op_order_of
+    from npuopt.solver.stages.order import OrderStage
+    from npuopt.solver.stages.placement import placement_stage as run_stage
+    from npuopt.solver.workers import Workers
+
+    inst = parse_instance(generate("flashattention", 1, nodes=500), name="f")
+    hardware = Hardware(capacity={"L1": 2048, "UB": 512})  # placeable, with spills
+    options = SolveOptions(time_limit_s=600, speed=1.0, method="heuristics", hardware=hardware)
+    planned = runners_up(options.work_s, inst.n_nodes)
+    assert planned >= 3  # a small graph on a long limit: several a run
+    ops = op_order_of(inst, inst.topological_order)
+    first, cost = traversal_start(inst, hardware, ops, TraversalParams())
+    params = TraversalParams(max_evaluations=400, elite=3)
+    run = anneal_from(inst, hardware, first, cost, 5, params)
+    assert len(run) == 3
+    # Fewer runs than the plan's, each fewer runners-up than planned; the second returns the
+    # first's first runner-up as its best and, as its own runners-up, orders listed before.
+    runs = [run, [run[1], run[2], run[0]]]
+    assert len(runs) < TRAVERSAL_RUNS
+    placed: list[str] = []
+    real = placement_stage._place_and_compact
+
+    def spy(instance, order, opts, method):
+        placed.append(method)
+        return real(instance, order, opts, method)
+
+    monkeypatch.setattr(placement_stage, "_place_and_compact", spy)
+    result = CaseResult("f", order_bound(inst), makespan_bound(inst))
+    order = list_schedule(inst, "program", program_rank(inst))
+    assert order is not None
+    listed = Solution(order=tuple(order), offsets={}, spills=())
+    p1 = OrderStage([OrderingRun("program", False, listed, evaluate_order(inst, order))], [], 0.0)
+    with Workers(inst, 1) as workers:
+        handed, _ = run_stage(
+            inst,
+            options,
+            result,
+            time.monotonic(),
+            lambda stage, message: None,
+            np.random.default_rng(0),
+            p1,
+            workers,
+            lambda: (runs, 400),
+        )
+    # Distinct orders: the two bests (run[0], run[1]) are listed as traversal orders; the one
+    # runner-up left to place is run[2] (run[1] and run[0] repeat listed orders).
+    runner_ups = [m for m in placed if m.startswith("traversal-runner-up+")]
+    assert sorted(runner_ups) == sorted(f"traversal-runner-up+{p}" for p in PLACEMENT_POLICIES)
+    assert placed[-len(runner_ups) :] == runner_ups  # after every other order
+    missing = TRAVERSAL_RUNS * planned - 1
+    assert handed == pytest.approx(P3_RATE * placement_s(missing, inst.n_nodes, 1))
