@@ -44,6 +44,18 @@ FULL_MODEL_OPS = 400
 #: refinement budget, and the sizes tried in turn (ops) until one does not close.
 RELAXED_SHARE = 0.1
 RELAXED_OPS = (16, 24, 32, 40, 48, 64)
+#: Closure cuts (solver.bounds.closure_cut_bound), once every answer is in: their share of the
+#: limit, as a count of nodes cut at ``CUT_NODE_S`` reference seconds a node of the graph per
+#: cut (one cut at 36k nodes took 1.1 s at speed 1.68, the network's build included). They
+#: run in the time the other stages leave before the limit (at 600 s, 20 cuts on Conv_Case1,
+#: whose answers are in by 540-580 s), so they change no answer, only the bound.
+CUT_SHARE, CUT_NODE_S = 0.03, 5e-5
+
+
+def cuts_for(work_s: float, nodes: int) -> int:
+    """How many nodes the closure-cut search cuts on a ``work_s`` limit at this size."""
+    return int(CUT_SHARE * work_s / (CUT_NODE_S * max(nodes, 1)))
+
 
 # -- Problem 2 ------------------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ from npuopt.solver.evaluate import evaluate, evaluate_order
 from npuopt.solver.instance import Instance
 from npuopt.solver.parts import Part, in_sequence, side_by_side, split
 from npuopt.solver.solution import Solution
-from npuopt.solver.stages.order import order_stage
+from npuopt.solver.stages.order import OrderStage, closure_bound, order_stage
 from npuopt.solver.stages.placement import Traversals, placement_stage, start_traversal
 from npuopt.solver.stages.timing import refine_pipes
 from npuopt.solver.workers import Workers
@@ -339,8 +339,24 @@ def _pipeline(
             early.append(start_traversal(instance, options, start, workers, end, width))
 
     p1 = order_stage(instance, options, result, started, report, structure, rng, workers, listed)
-    if not {2, 3} & set(options.problems):
-        return
+    if {2, 3} & set(options.problems):
+        _placement_and_timing(instance, options, result, started, report, rng, p1, workers, early)
+    # Last, in the time the stages leave before the limit: no answer waits for it.
+    closure_bound(instance, options, result, started, report)
+
+
+def _placement_and_timing(
+    instance: Instance,
+    options: SolveOptions,
+    result: CaseResult,
+    started: float,
+    report: Callable[[str, str], None],
+    rng: np.random.Generator,
+    p1: OrderStage,
+    workers: Workers,
+    early: list[Traversals],
+) -> None:
+    """Problems 2 and 3: the placement stage, then the pipe refinement on what is left."""
     handed, pass_s = placement_stage(
         instance, options, result, started, report, rng, p1, workers, early[0] if early else None
     )

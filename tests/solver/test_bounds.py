@@ -15,8 +15,10 @@ from npuopt.instances.generator import generate
 from npuopt.models.ordering import OrderingData, solve_order
 from npuopt.models.placement import solve_placement
 from npuopt.solver.bounds import (
+    ClosureCuts,
     TrafficBound,
     block_lines,
+    closure_cut_bound,
     critical_path,
     earliest_starts,
     forced_live_units,
@@ -44,7 +46,14 @@ from npuopt.solver.solution import (
 from npuopt.solver.solve import Candidate, CaseResult, SolveOptions, solve_instance
 from npuopt.solver.stages.order import refine_order
 
-from helpers import brute_force_optimum, official, reparse, tiny, tiny_data
+from helpers import (
+    all_topological_orders,
+    brute_force_optimum,
+    official,
+    reparse,
+    tiny,
+    tiny_data,
+)
 from strategies import HARDWARE, instances, placements, random_topological_order
 
 REFERENCE = {  # case: (max pipe load, busiest pipe, op-local V_stay bound, P1 bound)
@@ -447,3 +456,121 @@ def test_pipeline_reports_a_matmul_proven_optimal_by_its_grid():
     assert result.p1 is not None and result.p1.evaluation.max_v_stay_units == 4 * 2 * 128
     assert result.p1_bound_units == 4 * 2 * 128
     assert result.p1_bound_source == "grid of 3 x 3 L0C blocks"
+
+
+def _live_during(inst, order):
+    """L1/UB units live while each node runs in ``order`` (a FREE: just before it)."""
+    at = {u: p for p, u in enumerate(order)}
+    live = [0] * inst.n_nodes
+    for buf in inst.buffers.values():
+        if buf.memory in ("L1", "UB"):
+            for u in order[at[buf.alloc] : at[buf.free] + 1]:
+                live[u] += buf.size_units
+    return live
+
+
+@settings(max_examples=60, deadline=None)
+@given(instances().filter(lambda inst: inst.n_nodes <= 8))
+def test_closure_cut_is_the_least_live_total_at_a_node_over_every_order(inst):
+    """Brute force over every order of the nodes: the cut at v is at most what any valid order
+    (single residency kept) holds while v runs, at least what any order does, the same when no
+    L0 buffer can add a constraint, and at least the forced-live total at v."""
+    least = [float("inf")] * inst.n_nodes
+    least_valid = [float("inf")] * inst.n_nodes
+    for order in all_topological_orders(inst):
+        live = _live_during(inst, order)
+        least = [min(a, b) for a, b in zip(least, live, strict=True)]
+        if evaluate_order(inst, order).valid:
+            least_valid = [min(a, b) for a, b in zip(least_valid, live, strict=True)]
+    forced = forced_live_units(inst)
+    cuts = ClosureCuts(inst)
+    l0 = any(buf.memory not in ("L1", "UB") for buf in inst.buffers.values())
+    for v in range(inst.n_nodes):
+        cut = cuts.at(v)
+        assert least[v] <= cut <= least_valid[v] and cut >= forced[v]
+        if not l0:
+            assert cut == least[v]
+
+
+def _either_or():
+    """P -> S -> R, and Q beside S: buffer a (5) links P and Q, buffer b (6) links Q and R.
+    Nothing is forced live at S (forced-live 0, no op holds more than 11), but when S runs
+    either Q has run (b is open until R) or it has not (a is open since P): at least 5."""
+    ops = {"P": [0], "S": [], "Q": [0, 1], "R": [1]}
+    nodes = [
+        {"Id": i, "Op": name, "Pipe": "VECTOR", "Cycles": 1, "Bufs": bufs}
+        for i, (name, bufs) in enumerate(ops.items())
+    ]
+    edges = [(0, 1), (1, 3)]
+    for b, (size, users) in enumerate(((5, (0, 2)), (6, (2, 3)))):
+        alloc, free = len(nodes), len(nodes) + 1
+        for kind, node in (("ALLOC", alloc), ("FREE", free)):
+            nodes.append({"Id": node, "Op": kind, "BufId": b, "Size": size, "Type": "UB"})
+        edges += [(alloc, u) for u in users] + [(u, free) for u in users]
+    return reparse({"Nodes": nodes, "Edges": edges})
+
+
+def test_closure_cut_sees_an_either_or_that_no_single_node_forces():
+    inst = _either_or()
+    assert forced_live_units(inst)[1] == 0
+    assert ClosureCuts(inst).at(1) == 5
+    assert brute_force_optimum(inst) >= 5
+
+
+def test_closure_cut_keeps_single_residency():
+    """S uses L0A buffer x; y (L0A) is allocated before S and used by P, with UB buffer a (4)
+    that Q, after S, reads too. Nothing forces a live at S, but y may not be open while x is:
+    P runs before S, so a is open around S."""
+    ops = {"S": [0], "P": [1, 2], "Q": [2]}
+    nodes = [
+        {"Id": i, "Op": name, "Pipe": "MTE1", "Cycles": 1, "Bufs": bufs}
+        for i, (name, bufs) in enumerate(ops.items())
+    ]
+    edges = [(0, 2)]
+    for b, (size, memory, users) in enumerate(
+        ((1, "L0A", (0,)), (1, "L0A", (1,)), (4, "UB", (1, 2)))
+    ):
+        alloc, free = len(nodes), len(nodes) + 1
+        for kind, node in (("ALLOC", alloc), ("FREE", free)):
+            nodes.append({"Id": node, "Op": kind, "BufId": b, "Size": size, "Type": memory})
+        edges += [(alloc, u) for u in users] + [(u, free) for u in users]
+        if b == 1:
+            edges.append((alloc, 0))  # y is allocated before S
+    inst = reparse({"Nodes": nodes, "Edges": edges})
+    assert forced_live_units(inst)[0] == 0
+    assert ClosureCuts(inst).at(0) == 4 == brute_force_optimum(inst)
+
+
+def test_closure_cut_bound_is_name_free_and_below_the_answer():
+    """The search picks its nodes from the graph alone: a renumbered copy, canonicalised as
+    the pipeline does, gets the same bound; and no order found beats it."""
+    from npuopt.instances.transform import renumber
+    from npuopt.solver.canonical import canonicalize
+
+    graph = generate("random", 1, nodes=200)
+    inst = parse_instance(graph, name="r")
+    one = canonicalize(inst).instance
+    other = canonicalize(parse_instance(renumber(graph, 5), name="r")).instance
+    bound, cut = closure_cut_bound(one, 40)
+    assert closure_cut_bound(other, 40) == (bound, cut) and cut == 40
+    assert bound > order_bound(inst).units  # it finds more than the bounds before it
+
+
+def test_the_pipeline_raises_its_problem_1_bound_with_closure_cuts_once_answers_are_in(
+    monkeypatch,
+):
+    """The cuts run last and change no answer, only the bound (here above every other)."""
+    import npuopt.solver.stages.order as order_stage
+
+    inst = parse_instance(generate("random", 1, nodes=200), name="r")
+    options = SolveOptions(time_limit_s=20, speed=1.0, method="heuristics")
+    result = solve_instance(inst, options)
+    assert result.p1 is not None and result.p3 is not None
+    assert result.p1_bound_units > order_bound(inst).units
+    assert result.p1_bound_source.startswith("closure cut")
+    assert result.p1.evaluation.max_v_stay_units >= result.p1_bound_units
+    monkeypatch.setattr(order_stage, "cuts_for", lambda work_s, nodes: 0)
+    without = solve_instance(inst, options)
+    assert without.p1_bound_units == order_bound(inst).units
+    for problem in (1, 2, 3):
+        assert without.best(problem).solution == result.best(problem).solution

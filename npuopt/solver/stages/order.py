@@ -32,7 +32,7 @@ from npuopt.heuristics.generators import (
 from npuopt.heuristics.neighbourhoods import ordering_neighbourhoods, peak_key
 from npuopt.heuristics.ordering import OrderingParams, OrderingRun, order_heuristic
 from npuopt.models.ordering import OrderingData, solve_order
-from npuopt.solver.bounds import peak_ops, relaxed_instance
+from npuopt.solver.bounds import closure_cut_bound, peak_ops, relaxed_instance
 from npuopt.solver.budgets import (
     CLOSING_DESCENT,
     COMPACTION_ALONE_SHARE,
@@ -51,6 +51,7 @@ from npuopt.solver.budgets import (
     PORTFOLIO_VARIANTS,
     RELAXED_OPS,
     RELAXED_SHARE,
+    cuts_for,
 )
 from npuopt.solver.case import Candidate, CaseResult, SolveOptions, wall_cap
 from npuopt.solver.evaluate import evaluate_order
@@ -249,6 +250,30 @@ def _relaxed_bound(
             break  # a larger one would not close either
     report("P1-bound", f"max V_stay >= {result.p1_bound_units:,} ({result.p1_bound_source})")
     return budget - max(left, 0.0)
+
+
+def closure_bound(
+    instance: Instance,
+    options: SolveOptions,
+    result: CaseResult,
+    started: float,
+    report: Callable[[str, str], None],
+) -> None:
+    """Raise the Problem 1 bound with closure cuts (:func:`solver.bounds.closure_cut_bound`)
+    at as many nodes as ``CUT_SHARE`` of the limit cuts, once every answer is in (the stages
+    before leave that time: the answers do not wait for it), unless the answer is proven
+    optimal already. Stops at the limit."""
+    if result.p1 is None:
+        return
+    value = result.p1.evaluation.max_v_stay_units or 0
+    cuts = cuts_for(options.work_s, instance.n_nodes)
+    if value <= result.p1_bound_units or cuts <= 0:
+        return
+    units, done = closure_cut_bound(instance, cuts, started + options.time_limit_s)
+    if units > result.p1_bound_units:
+        result.p1_bound_units = units
+        result.p1_bound_source = f"closure cut (best of {done:,} nodes)"
+    report("P1-cut", f"max V_stay >= {result.p1_bound_units:,} ({result.p1_bound_source})")
 
 
 def refine_order(
