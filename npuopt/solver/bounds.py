@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -106,17 +106,22 @@ class OrderBound:
         A node where the forced-live bound is attained.
     grid
         The grid bound (:func:`grid_bound`), when the instance's blocks form a grid.
+    closure_cut_units
+        The largest closure cut found (:func:`closure_cut_bound`), when nodes were cut.
     """
 
     op_local_units: int
     forced_live_units: int
     forced_live_node: int
     grid: GridBound | None = None
+    closure_cut_units: int = 0
 
     @property
     def units(self) -> int:
         """The best proven bound."""
-        return max(self.op_local_units, self.forced_live_units, self.grid_units)
+        return max(
+            self.op_local_units, self.forced_live_units, self.grid_units, self.closure_cut_units
+        )
 
     @property
     def grid_units(self) -> int:
@@ -126,6 +131,8 @@ class OrderBound:
     @property
     def source(self) -> str:
         """Which bound ``units`` is."""
+        if self.closure_cut_units > max(self.forced_live_units, self.grid_units):
+            return "closure cut"
         if self.grid is not None and self.grid.units > self.forced_live_units:
             return f"grid of {self.grid.rows} x {self.grid.cols} {self.grid.memory} blocks"
         return "forced-live"
@@ -440,7 +447,10 @@ CUT_RADIUS = 3
 
 
 def closure_cut_bound(
-    instance: Instance, cuts: int, deadline: float | None = None
+    instance: Instance,
+    cuts: int,
+    deadline: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[int, int]:
     """The largest closure cut (module docstring) found in at most ``cuts`` nodes, and how
     many nodes were cut. Half of them are spaced evenly along the topological order (nodes
@@ -448,7 +458,8 @@ def closure_cut_bound(
     either side, of the best node so far that still has some (ties: the earliest). Nothing
     else than the graph decides which nodes, so the same graph under other names (the
     canonical numbering of :mod:`solver.canonical`) gets the same bound. Stops early past
-    ``deadline`` (``time.monotonic()``)."""
+    ``deadline`` (``time.monotonic()``); ``progress`` hears the count and the best after each
+    node."""
     candidates = [
         v for v in instance.topological_order if instance.predecessors[v] and instance.successors[v]
     ]
@@ -463,6 +474,8 @@ def closure_cut_bound(
             if deadline is not None and time.monotonic() > deadline:
                 return max(found.values(), default=0), len(found)
             found[at] = cutter.at(candidates[at])
+            if progress is not None:
+                progress(len(found), max(found.values()))
         todo = []
         for at, _ in sorted(found.items(), key=lambda item: (-item[1], item[0])):
             near = range(max(0, at - CUT_RADIUS), min(len(candidates), at + CUT_RADIUS + 1))

@@ -56,6 +56,7 @@ def instance_summary(
             "p1_op_local_units": order.op_local_units,
             "p1_forced_live_units": order.forced_live_units,
             "p1_grid_units": order.grid_units,
+            "p1_closure_cut_units": order.closure_cut_units,
             "p1_units": order.units,
             "p3_busiest_pipe": makespan.busiest_pipe if makespan.pipe_loads else None,
             "p3_max_pipe_load_cycles": max(makespan.pipe_loads.values(), default=0),
@@ -85,7 +86,8 @@ def format_instance_summary(summary: dict[str, Any]) -> str:
         )
     lines += [
         f"P1 bound: max V_stay >= {b['p1_units']:,} (op-local {b['p1_op_local_units']:,}, "
-        f"forced-live {b['p1_forced_live_units']:,}, grid {b['p1_grid_units']:,})",
+        f"forced-live {b['p1_forced_live_units']:,}, grid {b['p1_grid_units']:,}"
+        + (f", closure cut {cut:,})" if (cut := b["p1_closure_cut_units"]) else ")"),
         f"P3 bound: makespan >= {b['p3_cycles']:,} (max pipe load {b['p3_max_pipe_load_cycles']:,} "
         f"on {b['p3_busiest_pipe']}, critical path {b['p3_critical_path_cycles']:,}, "
         f"heads and tails {max(b['p3_head_tail_cycles'].values(), default=0):,})",

@@ -40,6 +40,21 @@ def test_info_text_and_json():
     assert data["memory"]["UB"] == {"buffers": 2, "total_units": 10, "capacity_units": 1024}
 
 
+def test_info_cuts_nodes_for_the_closure_cut_bound():
+    """``--cuts`` adds the closure-cut bound (name-free: the renamed copy gets the same) and
+    says how far the search got."""
+    graph = bundled("random_200.json")
+    plain = json.loads(run("info", graph, "--json").output)["bounds"]
+    cut = run("info", graph, "--json", "--cuts", 20)
+    assert cut.exit_code == 0 and "closure cuts: 20 of 20" in cut.stderr
+    bounds = json.loads(cut.stdout)["bounds"]
+    assert plain["p1_closure_cut_units"] == 0
+    assert bounds["p1_closure_cut_units"] > plain["p1_units"] == plain["p1_forced_live_units"]
+    assert bounds["p1_units"] == bounds["p1_closure_cut_units"]
+    text = run("info", graph, "--cuts", 20).stdout
+    assert f"closure cut {bounds['p1_closure_cut_units']:,})" in text
+
+
 def test_evaluate_valid_problem_2(tmp_path):
     spilled = Solution(
         order=(0, 1, 7, 8, 2, 3, 4, 5, 6), offsets={0: 0, 1: 5}, spills=(Spill(0, 100),)
