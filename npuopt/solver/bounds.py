@@ -461,11 +461,11 @@ def closure_cut_bound(
     FlashAttention_Case0 1,024 / 392, Conv_Case1 1,728 / 1,584), spread along the topological
     order (:func:`_busiest_first`); the rest are the nearest ones of the same group,
     ``CUT_RADIUS`` either side in that order, of the best node so far that still has some
-    (ties: the earliest): on Conv_Case1 the high cuts gather in its first layers. Nothing else than the graph decides which nodes, so the same graph under other
-    names (the
+    (ties: the earliest): on Conv_Case1 the high cuts gather in its first layers. Nothing
+    else than the graph decides which nodes, so the same graph under other names (the
     canonical numbering of :mod:`solver.canonical`) gets the same bound. Stops early past
     ``deadline`` (``time.monotonic()``); ``progress`` hears the count and the best after each
-    node."""
+    node. (The share spread, half, is ``CUT_SPREAD``.)"""
     candidates = [
         v for v in instance.topological_order if instance.predecessors[v] and instance.successors[v]
     ]
