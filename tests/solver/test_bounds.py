@@ -477,11 +477,14 @@ def test_closure_cut_is_the_least_live_total_at_a_node_over_every_order(inst):
     L0 buffer can add a constraint, and at least the forced-live total at v."""
     least = [float("inf")] * inst.n_nodes
     least_valid = [float("inf")] * inst.n_nodes
+    optimum = float("inf")  # the evaluator's best max V_stay
     for order in all_topological_orders(inst):
         live = _live_during(inst, order)
         least = [min(a, b) for a, b in zip(least, live, strict=True)]
-        if evaluate_order(inst, order).valid:
+        judged = evaluate_order(inst, order)
+        if judged.valid:
             least_valid = [min(a, b) for a, b in zip(least_valid, live, strict=True)]
+            optimum = min(optimum, judged.max_v_stay_units)
     forced = forced_live_units(inst)
     cuts = ClosureCuts(inst)
     l0 = any(buf.memory not in ("L1", "UB") for buf in inst.buffers.values())
@@ -490,6 +493,7 @@ def test_closure_cut_is_the_least_live_total_at_a_node_over_every_order(inst):
         assert least[v] <= cut <= least_valid[v] and cut >= forced[v]
         if not l0:
             assert cut == least[v]
+    assert closure_cut_bound(inst, inst.n_nodes)[0] <= optimum
 
 
 def _either_or():
@@ -539,6 +543,28 @@ def test_closure_cut_keeps_single_residency():
     inst = reparse({"Nodes": nodes, "Edges": edges})
     assert forced_live_units(inst)[0] == 0
     assert ClosureCuts(inst).at(0) == 4 == brute_force_optimum(inst)
+
+
+def test_closure_cut_locks_only_the_l0_memories_the_node_uses():
+    """v uses UB alone: L0A buffer x may stay open around it (P before v, Q after), so UB
+    buffer a, read by R before v and by P, closes before v and only v's own b (1) is live.
+    Forbidding x to straddle v too would force P after v and count a (5): not a bound."""
+    ops = {"R": [1], "V": [2], "P": [0, 1], "Q": [0]}
+    nodes = [
+        {"Id": i, "Op": name, "Pipe": "MTE1", "Cycles": 1, "Bufs": bufs}
+        for i, (name, bufs) in enumerate(ops.items())
+    ]
+    edges = [(0, 1), (1, 3)]  # R -> V -> Q
+    for b, (size, memory, users) in enumerate(
+        ((1, "L0A", (2, 3)), (5, "UB", (0, 2)), (1, "UB", (1,)))
+    ):
+        alloc, free = len(nodes), len(nodes) + 1
+        for kind, node in (("ALLOC", alloc), ("FREE", free)):
+            nodes.append({"Id": node, "Op": kind, "BufId": b, "Size": size, "Type": memory})
+        edges += [(alloc, u) for u in users] + [(u, free) for u in users]
+    inst = reparse({"Nodes": nodes, "Edges": edges})
+    assert ClosureCuts(inst).at(1) == 1
+    assert brute_force_optimum(inst) >= 1
 
 
 def test_closure_cut_bound_is_name_free_and_below_the_answer():
