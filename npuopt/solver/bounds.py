@@ -459,8 +459,8 @@ def closure_cut_bound(
     are the ops that use the most buffers, where inputs from several producers meet (the best
     of 20 in the busiest tenth against 20 spread over every op: Conv_Case0 5,376 / 1,346,
     FlashAttention_Case0 1,024 / 392, Conv_Case1 1,728 / 1,584), spread along the topological
-    order (:func:`_busiest_first`); the rest are the nearest ones of the same group,
-    ``CUT_RADIUS`` either side in that order, of the best node so far that still has some
+    order (:func:`_busiest_first`); the rest are the nearest ones in that grouped list,
+    ``CUT_RADIUS`` either side, of the best node so far that still has some
     (ties: the earliest): on Conv_Case1 the high cuts gather in its first layers. Nothing
     else than the graph decides which nodes, so the same graph under other names (the
     canonical numbering of :mod:`solver.canonical`) gets the same bound. Stops early past
@@ -469,7 +469,7 @@ def closure_cut_bound(
     candidates = [
         v for v in instance.topological_order if instance.predecessors[v] and instance.successors[v]
     ]
-    if cuts <= 0 or not candidates:
+    if cuts <= 0 or not candidates or (deadline is not None and time.monotonic() > deadline):
         return 0, 0
     cutter = ClosureCuts(instance)
     # The busiest nodes first, then the others by count, each group in topological order: the
