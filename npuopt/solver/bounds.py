@@ -473,7 +473,7 @@ def closure_cut_bound(
         return 0, 0
     cutter = ClosureCuts(instance)
     # The busiest nodes first, then the others by count, each group in topological order: the
-    # climb's neighbours are the nodes of the best one's group next to it.
+    # climb's neighbours are the nodes next to the best one in that list.
     line, spread = _busiest_first(instance, candidates)
     found: dict[int, int] = {}  # position in line -> cut
     todo = spread[: max(1, int(CUT_SPREAD * min(cuts, len(line))))]

@@ -50,7 +50,7 @@ from npuopt.solver.evaluate import evaluate, evaluate_order
 from npuopt.solver.instance import Instance
 from npuopt.solver.parts import Part, in_sequence, side_by_side, split
 from npuopt.solver.solution import Solution
-from npuopt.solver.stages.order import OrderStage, closure_bound, order_stage
+from npuopt.solver.stages.order import closure_bound, order_stage
 from npuopt.solver.stages.placement import Traversals, placement_stage, start_traversal
 from npuopt.solver.stages.timing import refine_pipes
 from npuopt.solver.workers import Workers
@@ -269,6 +269,8 @@ def _solve_named(
     workers = Workers(instance, options.workers)
     try:
         _pipeline(instance, options, result, started, report, canonical.structure, workers)
+        # Last, in the time the stages leave before the limit: no answer waits for it.
+        closure_bound(instance, options, result, started, report)
     except (KeyboardInterrupt, Interrupted) as exc:
         result.interrupted = "SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc)
         log.warning("%s: interrupted (%s); keeping the best found", instance.name, exc)
@@ -339,24 +341,8 @@ def _pipeline(
             early.append(start_traversal(instance, options, start, workers, end, width))
 
     p1 = order_stage(instance, options, result, started, report, structure, rng, workers, listed)
-    if {2, 3} & set(options.problems):
-        _placement_and_timing(instance, options, result, started, report, rng, p1, workers, early)
-    # Last, in the time the stages leave before the limit: no answer waits for it.
-    closure_bound(instance, options, result, started, report)
-
-
-def _placement_and_timing(
-    instance: Instance,
-    options: SolveOptions,
-    result: CaseResult,
-    started: float,
-    report: Callable[[str, str], None],
-    rng: np.random.Generator,
-    p1: OrderStage,
-    workers: Workers,
-    early: list[Traversals],
-) -> None:
-    """Problems 2 and 3: the placement stage, then the pipe refinement on what is left."""
+    if not {2, 3} & set(options.problems):
+        return
     handed, pass_s = placement_stage(
         instance, options, result, started, report, rng, p1, workers, early[0] if early else None
     )
