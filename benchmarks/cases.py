@@ -129,6 +129,7 @@ def run_case(
         "--workers",
         str(getattr(args, "workers", 1)),
         *(["--speed", str(args.speed)] if args.speed is not None else []),
+        *(["--fill"] if getattr(args, "fill", False) else []),
     ]
     started = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, env=env)
@@ -270,6 +271,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="cases solved at once")
     parser.add_argument(
         "--workers", type=int, default=1, help="processes of each solve (npuopt solve --workers)"
+    )
+    parser.add_argument(
+        "--fill", action="store_true", help="Problem 3 on the clock (npuopt solve --fill)"
     )
     parser.add_argument("--out", type=Path)
     parser.add_argument(

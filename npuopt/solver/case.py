@@ -56,6 +56,11 @@ class SolveOptions:
         annealing runs, placement passes, hoisting and stream estimates. The generator and
         annealing runs scale with it, so answers depend on it; 1 runs everything in this
         process. Same seed, speed and workers, same result.
+    fill
+        Let Problem 3's search run on the clock until its planned end (``budgets.P3_END`` of
+        the limit) whatever its work budget says, instead of stopping on the budget: the whole
+        limit is used on a machine faster than its speed factor says, but the answer then
+        depends on the machine's load (same seed, not always the same files).
     """
 
     problems: tuple[int, ...] = (1, 2, 3)
@@ -68,6 +73,7 @@ class SolveOptions:
     spent_s: float = 0.0
     speed: float = 1.0
     workers: int = 1
+    fill: bool = False
 
     @property
     def work_s(self) -> float:
@@ -103,6 +109,8 @@ class CaseResult:
     p2_order_bound: int | None = None
     p2_lns: LnsResult[Solution] | None = None
     p3_lns: LnsResult[PipeFrame] | None = None
+    #: With ``SolveOptions.fill``: the chain that ran on the clock after the budgeted ones.
+    p3_fill: LnsResult[PipeFrame] | None = None
     frontier: list[tuple[int, int]] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)  # valid Problem 2/3 answers seen
     interrupted: str | None = None  # what stopped the run early, if anything

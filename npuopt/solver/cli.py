@@ -291,6 +291,15 @@ def solve(
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
     speed: SpeedOpt = None,
     workers: WorkersOpt = None,
+    fill: Annotated[
+        bool,
+        typer.Option(
+            "--fill",
+            help="Let Problem 3's search run on the clock to its planned end of the limit "
+            "instead of stopping on its work budget: uses the whole limit on a machine faster "
+            "than its speed factor, but the files then depend on the machine's load.",
+        ),
+    ] = False,
 ) -> None:
     """Solve Problems 1-3 and write the attachment files, summary.json and a results table.
 
@@ -318,6 +327,7 @@ def solve(
         method=method.value,
         speed=factor,
         workers=workers or available_cores(),
+        fill=fill,
     )
     cases: list[dict[str, Any]] = []
     summary: dict[str, Any] = {
@@ -331,6 +341,7 @@ def solve(
         "hardware": str(hardware_file) if hardware_file else "contest defaults",
         "speed": factor,
         "workers": options.workers,
+        "fill": fill,
         "cases": cases,
     }
     all_valid = True

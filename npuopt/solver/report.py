@@ -220,6 +220,8 @@ def case_summary(result: CaseResult) -> dict[str, Any]:
                     {"extra_traffic_units": t, "makespan_cycles": m} for t, m in result.frontier
                 ]
                 row.update(_lns_stats(result.p3_lns))
+                if result.p3_fill is not None:
+                    row["fill"] = _lns_stats(result.p3_fill)
         data[f"p{problem}"] = row
     if result.parts:
         data["parts"] = result.parts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -329,3 +330,25 @@ def test_the_p2_stage_places_each_runner_up_once_and_hands_on_the_time_of_the_re
     assert placed[-len(runner_ups) :] == runner_ups  # after every other order
     missing = TRAVERSAL_RUNS * planned - 1
     assert handed == pytest.approx(P3_RATE * placement_s(missing, inst.n_nodes, 1))
+
+
+def test_fill_gives_the_time_the_budgets_leave_to_one_more_p3_chain_on_the_clock():
+    """At the lowest speed factor the budgets are a quarter of the limit's and the budgeted
+    run ends early, on its budget; with fill, one more chain runs from its answer on the
+    clock to the plan's end of the LNS, so the answer is never slower."""
+    from npuopt.solver.budgets import P3_END
+    from npuopt.solver.report import case_summary
+
+    inst = parse_instance(generate("flashattention", 1, nodes=500), name="f")
+    hardware = Hardware(capacity={"L1": 2048, "UB": 512})
+    options = SolveOptions(time_limit_s=12, speed=0.25, hardware=hardware)
+    budgeted = solve_instance(inst, options)
+    assert budgeted.p3_lns is not None and budgeted.p3_lns.stop == "budget"
+    assert budgeted.p3_fill is None and budgeted.runtime_s < P3_END * 12 - 2
+    filled = solve_instance(inst, replace(options, fill=True))
+    assert filled.p3_fill is not None and filled.p3_fill.stop == "deadline"
+    assert filled.p3_fill.steps and filled.runtime_s > budgeted.runtime_s + 1
+    assert filled.p3 is not None and budgeted.p3 is not None
+    assert filled.p3.evaluation.makespan_cycles <= budgeted.p3.evaluation.makespan_cycles
+    assert evaluate(inst, filled.p3.solution, 3, hardware=hardware).valid
+    assert case_summary(filled)["p3"]["fill"]["lns_stop"] == "deadline"

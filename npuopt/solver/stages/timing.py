@@ -7,6 +7,10 @@ traffic, the shortest makespan is moved to addresses that free up earlier
 budget), re-sequenced by justification from its own times (:func:`heuristics.pipes.justify`)
 and re-offset again. A faster answer at the Problem 2 traffic is a better Problem 2 answer too
 (makespan breaks ties there).
+
+The LNS ends on its work budget, so that a run is reproducible; on a machine faster than its
+speed factor says, that leaves part of the limit unused (FlashAttention_Case0 at 600 s ends at
+350 s). ``--fill`` (:attr:`SolveOptions.fill`) gives that time to one more chain on the clock.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from npuopt.solver.budgets import (
     FULL_PIPE_NODES,
     JUSTIFY_ROUNDS,
     P3_DEADLINE,
+    P3_END,
     P3_LNS,
     SIDE_CHAIN_MIN_WORK,
     SIDE_CHAIN_RATE,
@@ -66,7 +71,8 @@ def refine_pipes(
     own from the same start, with its own seed and the same budget (:func:`pipe_chain`, in a
     fresh process: CP-SAT's threads do not survive a fork), and the fastest answer of all the
     chains is kept: the same work per chain (``SIDE_CHAIN_RATE`` of what is left of ``budget``: the
-    chains slow each other down), so the same answers on every run."""
+    chains slow each other down), so the same answers on every run. With ``options.fill`` one
+    more chain runs after them on the clock (:func:`_fill`)."""
     assert result.p3 is not None
     hardware, rule = options.hardware, options.reuse_rule
     deadline = started + P3_DEADLINE * options.time_limit_s
@@ -120,7 +126,9 @@ def refine_pipes(
         calls = [(start.solution, hardware, rule, cap, budget, int(s), early, bound) for s in seeds]
         collect = side.start(pipe_chain, calls)
     try:
-        _main_chain(instance, result, options, start, budget, seed, deadline, bound, keep, report)
+        result.p3_lns = _main_chain(
+            instance, result, options, start, budget, seed, deadline, bound, keep, report
+        )
         for found, stop in collect() if collect is not None else ():
             # A chain the clock stopped may differ from run to run: its answer is not used.
             if found is None or stop == "deadline":
@@ -133,6 +141,9 @@ def refine_pipes(
     finally:
         if side is not None:
             side.close(now=True)
+    if options.fill:
+        end = started + P3_END * options.time_limit_s
+        _fill(instance, result, options, seed + 1, end, bound, keep, report)
     # The passes after the LNS share what the plan leaves them (P3_PASSES_END).
     passes = passes_for(options.work_s, len(result.p3.solution.order), after=True)
     passes -= _justify(instance, result, options, deadline, pass_s, min(passes, JUSTIFY_ROUNDS))
@@ -145,15 +156,16 @@ def _main_chain(
     result: CaseResult,
     options: SolveOptions,
     start: PipeFrame,
-    budget: float,
+    budget: float | None,
     seed: int,
     deadline: float,
     bound: int,
     keep: Callable[[PipeFrame], None],
     report: Callable[[str, str], None],
-) -> None:
-    """This process's LNS chain of :func:`refine_pipes`: every better answer offered at once,
-    its traffic room read from the result as Problem 2's answer improves."""
+) -> LnsResult[PipeFrame]:
+    """This process's LNS chain of :func:`refine_pipes` (``budget`` None: on the clock alone):
+    every better answer offered at once, its traffic room read from the result as Problem 2's
+    answer improves."""
     repair = _repair(
         instance,
         options.hardware,
@@ -169,7 +181,31 @@ def _main_chain(
             shown[0] = step.after[0]
             report("P3-lns", f"makespan {step.after[0]:,}")
 
-    result.p3_lns = _chain(start, repair, seed, deadline, budget, bound, on_step, keep)
+    return _chain(start, repair, seed, deadline, budget, bound, on_step, keep)
+
+
+def _fill(
+    instance: Instance,
+    result: CaseResult,
+    options: SolveOptions,
+    seed: int,
+    end: float,
+    bound: int,
+    keep: Callable[[PipeFrame], None],
+    report: Callable[[str, str], None],
+) -> None:
+    """With ``options.fill``: once the chains have spent their budgets, one more chain from the
+    fastest answer, on the clock alone, until ``end`` (the plan's end of the LNS): what a
+    machine faster than its speed factor has left goes to the search, not to waiting."""
+    proven = result.p3_lns is not None and result.p3_lns.proven_optimal
+    if result.p3 is None or proven or end - time.monotonic() < P3_LNS.step_time_s:
+        return
+    start = pipe_frame(instance, result.p3.solution, options.hardware, options.reuse_rule)
+    if start is None:
+        return
+    result.p3_fill = _main_chain(
+        instance, result, options, start, None, seed, end, bound, keep, report
+    )
 
 
 def pipe_chain(
@@ -206,12 +242,13 @@ def _chain(
     repair: Repair[PipeFrame],
     seed: int,
     deadline: float,
-    budget: float,
+    budget: float | None,
     bound: int,
     on_step: Callable[[Step], None] | None = None,
     on_best: Callable[[PipeFrame], None] | None = None,
 ) -> LnsResult[PipeFrame]:
-    """One P3 LNS chain from ``start``: makespan first, then the sum of end times."""
+    """One P3 LNS chain from ``start`` (``budget`` None: on the clock alone): makespan first,
+    then the sum of end times."""
     return run_lns(
         start,
         lambda timed: (timed.makespan, int(timed.end.sum())),
@@ -219,7 +256,7 @@ def _chain(
         repair,
         np.random.default_rng(seed),
         deadline,
-        replace(P3_LNS, work_budget=max(budget, 0.0)),
+        replace(P3_LNS, work_budget=None if budget is None else max(budget, 0.0)),
         lower_bound=(bound, 2**62),
         on_step=on_step,
         on_best=on_best,
