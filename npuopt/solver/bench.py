@@ -73,6 +73,8 @@ class Task:
     speed: float = 1.0
     #: Processes of one solve (:mod:`solver.workers`).
     workers: int = 1
+    #: Problem 3's search on the clock after its budget (``SolveOptions.fill``).
+    fill: bool = False
 
     @property
     def instance(self) -> str:
@@ -91,13 +93,17 @@ def tasks(
     time_limit_s: float,
     speed: float = 1.0,
     workers: int = 1,
+    fill: bool = False,
 ) -> list[Task]:
     """Every (graph, method, seed) combination, in that nesting order."""
     for method in methods:
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     return [
-        Task(g, m, s, time_limit_s, speed, workers) for g in graphs for m in methods for s in seeds
+        Task(g, m, s, time_limit_s, speed, workers, fill)
+        for g in graphs
+        for m in methods
+        for s in seeds
     ]
 
 
@@ -123,6 +129,7 @@ def run_task(task: Task, out: str, hardware: Hardware, commit: str) -> dict[str,
         method=task.method,
         speed=task.speed,
         workers=task.workers,
+        fill=task.fill,
     )
     result = solve_instance(instance, options)
     folder = Path(out) / "runs" / task.instance / task.method / f"seed{task.seed}"
@@ -130,7 +137,12 @@ def run_task(task: Task, out: str, hardware: Hardware, commit: str) -> dict[str,
         candidate = result.best(p)
         if candidate is not None and candidate.evaluation.valid:
             write_solution(folder / f"Problem{p}", instance.name, p, candidate.solution)
-    summary = {**case_summary(result), "speed": task.speed, "workers": task.workers}
+    summary = {
+        **case_summary(result),
+        "speed": task.speed,
+        "workers": task.workers,
+        "fill": task.fill,
+    }
     atomic_write_text(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
     return row(task, summary, commit)
 

@@ -129,6 +129,15 @@ WorkersOpt = Annotated[
         "may use). Same seed, speed and workers: same files; 1 runs everything in one process.",
     ),
 ]
+FillOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fill",
+        help="After its budgeted search, let Problem 3's search go on, on the clock, to its "
+        "planned end of the limit: uses the limit on a machine faster than its speed factor, "
+        "but the files then depend on the machine's load.",
+    ),
+]
 SpeedOpt = Annotated[
     float | None,
     typer.Option(
@@ -291,15 +300,7 @@ def solve(
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress lines.")] = False,
     speed: SpeedOpt = None,
     workers: WorkersOpt = None,
-    fill: Annotated[
-        bool,
-        typer.Option(
-            "--fill",
-            help="Let Problem 3's search run on the clock to its planned end of the limit "
-            "instead of stopping on its work budget: uses the whole limit on a machine faster "
-            "than its speed factor, but the files then depend on the machine's load.",
-        ),
-    ] = False,
+    fill: FillOpt = False,
 ) -> None:
     """Solve Problems 1-3 and write the attachment files, summary.json and a results table.
 
@@ -311,6 +312,8 @@ def solve(
         hardware = load_hardware(hardware_file) if hardware_file else DEFAULT_HARDWARE
         loaded: list[tuple[Instance, float]] = []
         problems = (1, 2, 3) if problem is ProblemChoice.all else (int(problem.value),)
+        if fill and 3 not in problems:
+            raise NpuoptError("--fill gives time to Problem 3's search: ask for Problem 3 too")
         for g in graphs or [DEMO_GRAPH]:
             began = time.monotonic()
             instance = load_instance(g, hardware)
@@ -535,6 +538,7 @@ def bench(
     hardware_file: HardwareOpt = None,
     speed: SpeedOpt = None,
     workers: WorkersOpt = None,
+    fill: FillOpt = False,
 ) -> None:
     """Run methods x graphs x seeds in worker processes (or on a Ray cluster) into a study
     folder (runs.csv, files, README). Running the same command again skips the rows already
@@ -557,6 +561,7 @@ def bench(
                 time_limit,
                 _speed(speed, quiet=False),
                 workers or max(1, available_cores() // jobs),
+                fill,
             )
         except ValueError as exc:
             raise NpuoptError(f"bench: {exc}") from None

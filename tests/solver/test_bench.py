@@ -102,3 +102,23 @@ def test_a_study_runs_on_a_local_ray_runtime(tmp_path):
     two = tasks(graphs[:1], ["heuristics"], [0], 1.0, workers=2)
     rows = run_study(two, tmp_path / "two", jobs=1, commit="ray", ray_address="local")
     assert [r["status"] for r in rows] == ["ok"]
+
+
+def test_bench_fill_reaches_each_solve_and_its_summary(tmp_path, monkeypatch):
+    import json
+
+    import npuopt.solver.bench as bench
+
+    seen = []
+    solve = bench.solve_instance
+
+    def record(instance, options, *rest):
+        seen.append(options.fill)
+        return solve(instance, options, *rest)
+
+    monkeypatch.setattr(bench, "solve_instance", record)
+    graph = str(data_path("example7.json"))
+    todo = tasks([graph], ["heuristics"], [0], 1.0, fill=True)
+    bench.run_task(todo[0], str(tmp_path), bench.DEFAULT_HARDWARE, "test")
+    summary = tmp_path / "runs" / "example7" / "heuristics" / "seed0" / "summary.json"
+    assert seen == [True] and json.loads(summary.read_text())["fill"] is True

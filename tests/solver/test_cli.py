@@ -172,6 +172,15 @@ def test_solve_records_the_speed_factor_measured_or_pinned(tmp_path):
     assert run(*args, "--out", tmp_path / "x", "--speed", 0).exit_code == 2
 
 
+def test_fill_without_problem_3_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "out"
+    result = run("solve", GRAPH, "--problem", "2", "--fill", "--out", out)
+    assert result.exit_code == 2 and "--fill" in result.output and not out.exists()
+    filled = run("solve", GRAPH, "--time-limit", 5, "--fill", "--quiet", "--out", out)
+    assert filled.exit_code == 0, filled.output
+    assert json.loads((out / "summary.json").read_text())["fill"] is True
+
+
 def test_solve_without_graph_uses_the_bundled_demo(tmp_path):
     result = run("solve", "--out", tmp_path, "--time-limit", 10, "--problem", "1", "--quiet")
     assert result.exit_code == 0, result.output

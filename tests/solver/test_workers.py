@@ -202,3 +202,31 @@ def test_with_side_chains_every_chain_gets_the_same_reduced_share_of_the_budget(
     assert full > 0 and reduced == pytest.approx(SIDE_CHAIN_RATE * full)
     assert given["side"] == given["main"]  # one side chain, on the main chain's budget
     assert result.p3_lns is not None and result.p3_lns.budget == reduced
+
+
+def test_fill_runs_a_side_chain_on_the_clock_beside_the_main_one(monkeypatch):
+    """With ``fill`` and two workers, the chains after the budgeted ones run on the clock
+    (budget None) on both cores."""
+    import npuopt.solver.stages.timing as timing
+
+    given: dict[str, list[float | None]] = {"main": [], "side": []}
+    main_chain, start_chains = timing._main_chain, timing.Workers.start
+
+    def record_main(instance, result, options, start, budget, *rest):
+        given["main"].append(budget)
+        return main_chain(instance, result, options, start, budget, *rest)
+
+    def record_side(self, task, calls):
+        if task is timing.pipe_chain:
+            given["side"].extend(call[4] for call in calls)
+        return start_chains(self, task, calls)
+
+    monkeypatch.setattr(timing, "_main_chain", record_main)
+    monkeypatch.setattr(timing.Workers, "start", record_side)
+    monkeypatch.setattr(timing, "SIDE_CHAIN_MIN_WORK", 0.0)
+    inst = parse_instance(generate("matmul", 1, nodes=700), name="m")
+    options = SolveOptions(time_limit_s=16, speed=0.25, seed=2, workers=2, fill=True)
+    result = solve_instance(inst, options)
+    assert given["main"][-1] is None and given["side"][-1] is None
+    assert len(given["main"]) == len(given["side"]) == 2  # budgeted, then on the clock
+    assert result.p3_fill is not None and result.p3_fill.stop == "deadline"

@@ -112,26 +112,64 @@ def refine_pipes(
         if full.status is Status.OPTIMAL:
             budget = 0.0  # optimal for this placement: nothing left to find
 
+    # The side chains end before the main one, so that waiting for them leaves the
+    # justification and re-offsetting below their passes (docs/decisions.md, "Workers").
+    early = deadline - 3 * pass_s - P3_LNS.step_time_s
+    chains = (instance, result, options, method, bound, keep, report)
+    result.p3_lns = _chains(*chains, start, budget, seed, deadline, early)
+    fill_end = started + P3_END * options.time_limit_s
+    proven = result.p3_lns.proven_optimal
+    if options.fill and not proven and fill_end - time.monotonic() >= P3_LNS.step_time_s:
+        # What the budgets left of the plan, on the clock (SolveOptions.fill).
+        again = pipe_frame(instance, result.p3.solution, hardware, rule)
+        if again is not None:
+            result.p3_fill = _chains(*chains, again, None, seed + 1, fill_end, fill_end)
+    # The passes after the LNS share what the plan leaves them (P3_PASSES_END).
+    passes = passes_for(options.work_s, len(result.p3.solution.order), after=True)
+    passes -= _justify(instance, result, options, deadline, pass_s, min(passes, JUSTIFY_ROUNDS))
+    # Re-offsetting compacts (re-times from scratch), which may undo the LNS's work or beat it.
+    _release(instance, result, options, result.p3, deadline, pass_s, passes)
+
+
+def _chains(
+    instance: Instance,
+    result: CaseResult,
+    options: SolveOptions,
+    method: str,
+    bound: int,
+    keep: Callable[[PipeFrame], None],
+    report: Callable[[str, str], None],
+    start: PipeFrame,
+    budget: float | None,
+    seed: int,
+    deadline: float,
+    early: float,
+) -> LnsResult[PipeFrame]:
+    """This process's chain (:func:`_main_chain`) and, with more than one worker, one more
+    chain per other worker on its own seed (:func:`pipe_chain`, ending by ``early``), each on
+    ``budget`` (``SIDE_CHAIN_RATE`` of it when they run: the chains slow each other down) or,
+    when it is None, on the clock alone; the side chains' answers are offered once the main
+    chain ends, as ``method`` + ``-side``. Returns the main chain's log."""
+    hardware, rule = options.hardware, options.reuse_rule
     side: Workers | None = None
     collect: Callable[[], list[tuple[Solution | None, str]]] | None = None
-    if options.workers > 1 and budget >= SIDE_CHAIN_MIN_WORK:
+    if options.workers > 1 and (budget is None or budget >= SIDE_CHAIN_MIN_WORK):
         assert result.p2 is not None
-        budget *= SIDE_CHAIN_RATE  # the chains slow each other down
+        if budget is not None:
+            budget *= SIDE_CHAIN_RATE
         cap = int((result.p2.evaluation.extra_traffic_units or 0) * (1.0 + options.traffic_slack))
         seeds = np.random.default_rng(seed).integers(2**31, size=options.workers - 1)
         side = Workers(instance, options.workers - 1, spawn=True)
-        # The side chains end before the main one, so that waiting for them leaves the
-        # justification and re-offsetting below their passes (docs/decisions.md, "Workers").
-        early = deadline - 3 * pass_s - P3_LNS.step_time_s
         calls = [(start.solution, hardware, rule, cap, budget, int(s), early, bound) for s in seeds]
         collect = side.start(pipe_chain, calls)
     try:
-        result.p3_lns = _main_chain(
+        found_here = _main_chain(
             instance, result, options, start, budget, seed, deadline, bound, keep, report
         )
         for found, stop in collect() if collect is not None else ():
-            # A chain the clock stopped may differ from run to run: its answer is not used.
-            if found is None or stop == "deadline":
+            # A budgeted chain the clock stopped may differ from run to run: its answer is
+            # not used (one on the clock alone is used: the run is on the clock anyway).
+            if found is None or (stop == "deadline" and budget is not None):
                 continue
             timed = pipe_frame(instance, found, hardware, rule)
             if timed is not None and timed.evaluation.valid:
@@ -141,14 +179,7 @@ def refine_pipes(
     finally:
         if side is not None:
             side.close(now=True)
-    if options.fill:
-        end = started + P3_END * options.time_limit_s
-        _fill(instance, result, options, seed + 1, end, bound, keep, report)
-    # The passes after the LNS share what the plan leaves them (P3_PASSES_END).
-    passes = passes_for(options.work_s, len(result.p3.solution.order), after=True)
-    passes -= _justify(instance, result, options, deadline, pass_s, min(passes, JUSTIFY_ROUNDS))
-    # Re-offsetting compacts (re-times from scratch), which may undo the LNS's work or beat it.
-    _release(instance, result, options, result.p3, deadline, pass_s, passes)
+    return found_here
 
 
 def _main_chain(
@@ -184,37 +215,13 @@ def _main_chain(
     return _chain(start, repair, seed, deadline, budget, bound, on_step, keep)
 
 
-def _fill(
-    instance: Instance,
-    result: CaseResult,
-    options: SolveOptions,
-    seed: int,
-    end: float,
-    bound: int,
-    keep: Callable[[PipeFrame], None],
-    report: Callable[[str, str], None],
-) -> None:
-    """With ``options.fill``: once the chains have spent their budgets, one more chain from the
-    fastest answer, on the clock alone, until ``end`` (the plan's end of the LNS): what a
-    machine faster than its speed factor has left goes to the search, not to waiting."""
-    proven = result.p3_lns is not None and result.p3_lns.proven_optimal
-    if result.p3 is None or proven or end - time.monotonic() < P3_LNS.step_time_s:
-        return
-    start = pipe_frame(instance, result.p3.solution, options.hardware, options.reuse_rule)
-    if start is None:
-        return
-    result.p3_fill = _main_chain(
-        instance, result, options, start, None, seed, end, bound, keep, report
-    )
-
-
 def pipe_chain(
     instance: Instance,
     solution: Solution,
     hardware: Hardware,
     rule: ReuseRule,
     traffic_cap: int,
-    budget: float,
+    budget: float | None,
     seed: int,
     deadline: float,
     bound: int,
