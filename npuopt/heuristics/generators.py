@@ -509,3 +509,6 @@ GENERATORS: dict[str, Generator] = {
     "lockstep": _lockstep_ops,
     "blocks": blocks_order,
 }
+#: The generator the Problem 1 stage runs first, once, whatever the portfolio's share
+#: (:func:`solver.stages.order.portfolio`).
+FIRST_GENERATOR = "cone-net"

@@ -138,3 +138,34 @@ def test_blocks_order_runs_flashattention_case1_a_block_at_a_time():
         chain = _p1(instance, cone_order(instance, structure, 2, by_height=True))
         peaks.append((chain, _p1(instance, blocks_order(instance, structure, 2))))
     assert peaks == [(8752, 7714), (8752, 7714)]
+
+
+def test_cone_net_counts_what_a_unit_frees():
+    """W writes A (50) and B (1). X reads A last and writes C (10); Y reads B and writes D (5);
+    Z reads B, C and D. The plain cost takes Y first (it opens 5, X opens 10) and X runs with
+    A, B, C and D live (66); counting frees, X (opens 10, frees 50) runs first (61)."""
+
+    def buffer(i, op, buf, size):
+        return {"Id": i, "Op": op, "BufId": buf, "Size": size, "Type": "UB"}
+
+    def op(i, bufs):
+        return {"Id": i, "Op": "VEC", "Pipe": "VECTOR", "Cycles": 1, "Bufs": bufs}
+
+    nodes = [
+        *(buffer(i, "ALLOC", b, s) for i, b, s in ((0, 0, 50), (1, 1, 1))),
+        op(2, [0, 1]),  # W
+        buffer(3, "ALLOC", 2, 10),
+        op(4, [0, 2]),  # X
+        buffer(5, "FREE", 0, 50),
+        buffer(6, "ALLOC", 3, 5),
+        op(7, [1, 3]),  # Y
+        op(8, [1, 2, 3]),  # Z
+        *(buffer(i, "FREE", b, s) for i, b, s in ((9, 1, 1), (10, 2, 10), (11, 3, 5))),
+    ]
+    edges = [[0, 2], [1, 2], [2, 4], [3, 4], [4, 5], [2, 7], [6, 7], [4, 8], [7, 8]]
+    edges += [[8, 9], [8, 10], [8, 11]]
+    inst = parse_instance({"Nodes": nodes, "Edges": edges})
+    structure = structure_of(inst)
+    assert cone_order(inst, structure) == [2, 7, 4, 8] and _p1(inst, [2, 7, 4, 8]) == 66
+    assert cone_order(inst, structure, net=True) == [2, 4, 7, 8]
+    assert _p1(inst, GENERATORS["cone-net"](inst, structure, 0)) == 61

@@ -82,6 +82,36 @@ def test_the_portfolio_starts_only_the_generator_runs_that_fit_before_its_deadli
         planned = portfolio(inst, options, workers)
         assert len(planned) > 1
         assert portfolio(inst, options, workers, time.monotonic() + 600.0) == planned
+        assert planned[0][0] == "cone-net0"  # first, beside the share
+
+
+def test_cone_net_runs_beside_the_portfolio_share_without_displacing_a_run(monkeypatch):
+    """The smaller graphs depend on the runs the share gives them (FlashAttention_Case1 on its
+    20th): ``cone-net`` runs once more, first, and the rest are the runs planned without it."""
+    import npuopt.solver.stages.order as order_stage
+    from npuopt.heuristics.generators import GENERATORS
+    from npuopt.solver.budgets import PORTFOLIO_VARIANTS
+
+    inst = parse_instance(generate("conv", 2, nodes=600), name="c")
+    options = SolveOptions(time_limit_s=60, speed=1.0)
+    asked: list[list[tuple[str, int]]] = []
+
+    class Recording(Workers):
+        def map(self, task, calls):  # type: ignore[override]
+            asked.append([tuple(call) for call in calls])
+            return super().map(task, calls)
+
+    with Recording(inst, 1) as workers:
+        order_stage.portfolio(inst, options, workers)
+    first, *rest = asked[0]
+    assert first == ("cone-net", 0) and ("cone-net", 0) not in rest
+    without = [
+        (name, variant)
+        for variant in range(PORTFOLIO_VARIANTS)
+        for name in GENERATORS
+        if name != "cone-net" and (name, variant) != ("cone", 0)
+    ]
+    assert rest == without[: len(rest)] and len(rest) >= 1
 
 
 def test_the_list_scheduler_makes_the_same_runs_on_two_workers():
