@@ -211,9 +211,9 @@ def cone_order(
         by_units[units] = by_units.get(units, 0) | (1 << index[v])
     weights = sorted(by_units.items())
 
-    counted_of = [  # per op position: its L1/UB buffers, each once
+    counted_of = [  # per op position: its L1/UB buffers, each once (``net`` only)
         tuple({b for b in instance.bufs_of(v) if buffers[b].memory in COUNTED_MEMORIES})
-        for v in graph.order
+        for v in (graph.order if net else ())
     ]
     done = 0  # bitset of scheduled ops
     scheduled: set[int] = set()

@@ -57,9 +57,9 @@ class SolveOptions:
         annealing runs scale with it, so answers depend on it; 1 runs everything in this
         process. Same seed, speed and workers, same result.
     fill
-        Let Problem 3's search run on the clock until its planned end (``budgets.P3_END`` of
-        the limit) whatever its work budget says, instead of stopping on the budget: the whole
-        limit is used on a machine faster than its speed factor says, but the answer then
+        Once Problem 3's chains have spent their work budgets, run them again from the fastest
+        answer, on the clock alone, up to its planned end (``budgets.P3_END`` of the limit):
+        the limit is used on a machine faster than its speed factor says, but the answer then
         depends on the machine's load (same seed, not always the same files).
     """
 

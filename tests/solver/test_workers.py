@@ -191,22 +191,13 @@ def test_too_few_evaluations_per_unit_return_the_start_unannealed():
     assert runs[0][0][1] == cost
 
 
-def test_with_side_chains_every_chain_gets_the_same_reduced_share_of_the_budget(monkeypatch):
-    """Chains beside each other slow each other down: with two workers the main chain and the
-    side chain both get ``SIDE_CHAIN_RATE`` of the Problem 3 budget (and the summary records
-    what the main chain was given), so that they end on it, not on the clock."""
-    import pytest
-
-    import npuopt.solver.solve as solve
+def _record_chain_budgets(monkeypatch) -> dict[str, list[float | None]]:
+    """Record the budget each Problem 3 chain is given: this process's (``main``) and the side
+    chains' (``side``); ``stage`` is left for the caller."""
     import npuopt.solver.stages.timing as timing
-    from npuopt.solver.budgets import SIDE_CHAIN_RATE
 
-    given: dict[str, list[float]] = {"stage": [], "main": [], "side": []}
-    stage, main_chain, start_chains = solve.refine_pipes, timing._main_chain, timing.Workers.start
-
-    def record_stage(instance, result, options, rng, started, pass_s, budget, report):
-        given["stage"].append(budget)
-        return stage(instance, result, options, rng, started, pass_s, budget, report)
+    given: dict[str, list[float | None]] = {"stage": [], "main": [], "side": []}
+    main_chain, start_chains = timing._main_chain, timing.Workers.start
 
     def record_main(instance, result, options, start, budget, *rest):
         given["main"].append(budget)
@@ -217,9 +208,29 @@ def test_with_side_chains_every_chain_gets_the_same_reduced_share_of_the_budget(
             given["side"].extend(call[4] for call in calls)
         return start_chains(self, task, calls)
 
-    monkeypatch.setattr(solve, "refine_pipes", record_stage)
     monkeypatch.setattr(timing, "_main_chain", record_main)
     monkeypatch.setattr(timing.Workers, "start", record_side)
+    return given
+
+
+def test_with_side_chains_every_chain_gets_the_same_reduced_share_of_the_budget(monkeypatch):
+    """Chains beside each other slow each other down: with two workers the main chain and the
+    side chain both get ``SIDE_CHAIN_RATE`` of the Problem 3 budget (and the summary records
+    what the main chain was given), so that they end on it, not on the clock."""
+    import pytest
+
+    import npuopt.solver.solve as solve
+    import npuopt.solver.stages.timing as timing
+    from npuopt.solver.budgets import SIDE_CHAIN_RATE
+
+    given = _record_chain_budgets(monkeypatch)
+    stage = solve.refine_pipes
+
+    def record_stage(instance, result, options, rng, started, pass_s, budget, report):
+        given["stage"].append(budget)
+        return stage(instance, result, options, rng, started, pass_s, budget, report)
+
+    monkeypatch.setattr(solve, "refine_pipes", record_stage)
     # No re-offsetting passes (their work comes off the budget first) and a small graph's
     # small budget still gets a side chain.
     monkeypatch.setattr(timing, "_release", lambda *args: 0)
@@ -239,20 +250,7 @@ def test_fill_runs_a_side_chain_on_the_clock_beside_the_main_one(monkeypatch):
     (budget None) on both cores."""
     import npuopt.solver.stages.timing as timing
 
-    given: dict[str, list[float | None]] = {"main": [], "side": []}
-    main_chain, start_chains = timing._main_chain, timing.Workers.start
-
-    def record_main(instance, result, options, start, budget, *rest):
-        given["main"].append(budget)
-        return main_chain(instance, result, options, start, budget, *rest)
-
-    def record_side(self, task, calls):
-        if task is timing.pipe_chain:
-            given["side"].extend(call[4] for call in calls)
-        return start_chains(self, task, calls)
-
-    monkeypatch.setattr(timing, "_main_chain", record_main)
-    monkeypatch.setattr(timing.Workers, "start", record_side)
+    given = _record_chain_budgets(monkeypatch)
     monkeypatch.setattr(timing, "SIDE_CHAIN_MIN_WORK", 0.0)
     inst = parse_instance(generate("matmul", 1, nodes=700), name="m")
     options = SolveOptions(time_limit_s=16, speed=0.25, seed=2, workers=2, fill=True)

@@ -9,8 +9,9 @@ and re-offset again. A faster answer at the Problem 2 traffic is a better Proble
 (makespan breaks ties there).
 
 The LNS ends on its work budget, so that a run is reproducible; on a machine faster than its
-speed factor says, that leaves part of the limit unused (FlashAttention_Case0 at 600 s ends at
-350 s). ``--fill`` (:attr:`SolveOptions.fill`) gives that time to one more chain on the clock.
+speed factor says, that leaves part of the limit unused (FlashAttention_Case0 at 600 s ended at
+350 s on the 1.68 machine of 2026-11-28). ``--fill`` (:attr:`SolveOptions.fill`) gives that
+time to the chains once more, on the clock.
 """
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ def refine_pipes(
     own from the same start, with its own seed and the same budget (:func:`pipe_chain`, in a
     fresh process: CP-SAT's threads do not survive a fork), and the fastest answer of all the
     chains is kept: the same work per chain (``SIDE_CHAIN_RATE`` of what is left of ``budget``: the
-    chains slow each other down), so the same answers on every run. With ``options.fill`` one
-    more chain runs after them on the clock (:func:`_fill`)."""
+    chains slow each other down), so the same answers on every run. With ``options.fill`` the
+    chains run once more after that, from the fastest answer, on the clock alone up to
+    ``P3_END`` of the limit (:func:`_chains` with no budget)."""
     assert result.p3 is not None
     hardware, rule = options.hardware, options.reuse_rule
     deadline = started + P3_DEADLINE * options.time_limit_s
