@@ -63,7 +63,10 @@ picks among them. They are the *portfolio* the Problem 1 stage starts from.
     which hoists a row's score matmuls ahead of its blocks).
 
 A *variant* reorders the structural classes for the last tie-break (seeded permutations): equal
-candidates are then taken in another, still name-free, order. Pure Python.
+candidates are then taken in another, still name-free, order. A portfolio run
+(:func:`generator_task`) untangles the generator's order around its peak
+(:mod:`heuristics.untangle`): parts of a window that share nothing but loads run one after
+another. Pure Python.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ from npuopt.heuristics.structure import (
     op_units,
     structural_classes,
 )
+from npuopt.heuristics.untangle import untangle
 from npuopt.solver.hardware import COUNTED_MEMORIES, L0_MEMORIES
 from npuopt.solver.instance import Instance
 from npuopt.solver.solution import op_profile
@@ -114,12 +118,14 @@ def remember_structure(instance: Instance, structure: Structure) -> None:
 
 def generator_task(instance: Instance, name: str, variant: int) -> list[int]:
     """``GENERATORS[name](instance, structure, variant)`` with the remembered structure (or a
-    new one): one run of the portfolio, as a worker process runs it."""
+    new one), untangled around its peak (:func:`heuristics.untangle.untangle`): one run of
+    the portfolio, as a worker process runs it."""
     held = _STRUCTURES.get(id(instance))
     if held is None or held[0] is not instance:
         remember_structure(instance, structure_of(instance))
         held = _STRUCTURES[id(instance)]
-    return GENERATORS[name](instance, held[1], variant)
+    structure = held[1]
+    return untangle(instance, structure.graph, GENERATORS[name](instance, structure, variant))
 
 
 def structure_of(instance: Instance, classes: Sequence[int] | None = None) -> Structure:
