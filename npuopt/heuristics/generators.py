@@ -280,6 +280,7 @@ def cone_order(
     if by_height:
         _, height = longest_paths(instance)
         group_height = [-max(height[v] for v in members) for members in groups]
+
     def freed(g: int) -> int:
         """L1/UB units that running unit ``g`` frees: open buffers whose every remaining user
         is one of its ops (``net`` only; 0 otherwise)."""

@@ -20,9 +20,10 @@ Problem 1 (``max V_stay``):
   that no other buffer of an L0 memory v uses may straddle v. It dominates the forced-live
   bound at v (those buffers cross every such D) and finds what no single node forces: on
   Conv_Case1, where the largest forced-live total is an op's own 896, a residual add whose
-  inputs' producers must all have run holds 1,756 at least. :class:`ClosureCuts` computes it
-  at a node (about a second at 36k nodes); :func:`closure_cut_bound` searches nodes for the
-  largest.
+  inputs' producers must all have run holds 1,756 at least. :class:`models.cuts.ClosureCuts`
+  computes it at a node with OR-tools' maximum flow (15-70 ms at 36k nodes; it lives in models/
+  because the core never imports OR-tools); :func:`models.cuts.closure_cut_bound` searches
+  nodes for the largest.
 * *relaxed sub-instance*: keep only some op nodes, the buffers they use and the precedences
   the full graph implies between them (:func:`relaxed_instance`). Any valid order of the
   instance, restricted to those ops, is a valid order of the sub-instance whose buffers live
@@ -48,13 +49,10 @@ when one is passed:
 from __future__ import annotations
 
 import heapq
-import time
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-import networkx as nx
 import numpy as np
-from networkx.algorithms.flow import boykov_kolmogorov, build_residual_network
 
 from npuopt.solver.evaluate import extended_graph
 from npuopt.solver.hardware import COUNTED_MEMORIES, L0_MEMORIES, Hardware
@@ -107,7 +105,7 @@ class OrderBound:
     grid
         The grid bound (:func:`grid_bound`), when the instance's blocks form a grid.
     closure_cut_units
-        The largest closure cut found (:func:`closure_cut_bound`), when nodes were cut.
+        The largest closure cut found (:func:`models.cuts.closure_cut_bound`), when nodes were cut.
     """
 
     op_local_units: int
@@ -367,159 +365,6 @@ def _grid(lines: Mapping[frozenset[int], int]) -> tuple[list[int], list[int]] | 
     if len(cells) != len(through):
         return None
     return [lines[r] for r in rows], [lines[c] for c in cols]
-
-
-class ClosureCuts:
-    """The closure-cut bound at a node (module docstring), one maximum flow per node.
-
-    The flow network is built once: an arc w -> u of unbounded capacity for every precedence u
-    -> w (a node run implies its predecessors run), an arc ALLOC -> FREE weighing each L1/UB
-    buffer's size, and, of capacity 0 until a node is asked for, arcs from the source to every
-    node, from every node to the sink, and ALLOC -> FREE for every L0 buffer. Asking for node v
-    opens the source's arc to v, v's successors' arcs to the sink and the L0 arcs of v's L0
-    memories (but v's own buffers'), runs Boykov-Kolmogorov (networkx) on the residual network
-    and closes them again."""
-
-    def __init__(self, instance: Instance) -> None:
-        self._instance = instance
-        graph = nx.DiGraph()
-        graph.add_nodes_from(range(instance.n_nodes))
-        graph.add_nodes_from(("s", "t"))
-        for u, successors in enumerate(instance.successors):
-            for w in successors:
-                graph.add_edge(w, u, capacity=float("inf"))
-        self._l0: dict[str, list[tuple[int, int, int]]] = {}
-        for b, buf in instance.buffers.items():
-            if buf.memory in COUNTED_MEMORIES:
-                arc = graph.get_edge_data(buf.alloc, buf.free, {"capacity": 0})
-                graph.add_edge(buf.alloc, buf.free, capacity=arc["capacity"] + buf.size_units)
-            elif buf.memory in L0_MEMORIES:
-                self._l0.setdefault(buf.memory, []).append((b, buf.alloc, buf.free))
-        residual = build_residual_network(graph, "capacity")
-        arcs: list[tuple[Hashable, Hashable]] = [("s", w) for w in range(instance.n_nodes)]
-        arcs += [(w, "t") for w in range(instance.n_nodes)]
-        arcs += [(a, f) for blocks in self._l0.values() for _, a, f in blocks]
-        for tail, head in arcs:
-            if not residual.has_edge(tail, head):
-                residual.add_edge(tail, head, capacity=0)
-                residual.add_edge(head, tail, capacity=0)
-        self._graph, self._residual = graph, residual
-
-    def at(self, node: int) -> int:
-        """Least L1/UB total live while ``node`` runs (a FREE: just before), over every order
-        (module docstring)."""
-        instance = self._instance
-        own = set(instance.bufs_of(node)) if instance.is_op(node) else set()
-        if (mine := instance.buffer_of_node[node]) is not None:
-            own.add(mine)
-        memories = {instance.buffers[b].memory for b in own} & set(self._l0)
-        # Just before a FREE its buffer is still live: its predecessors have run, it has not.
-        freeing = mine is not None and instance.buffers[mine].free == node
-        first = instance.predecessors[node] if freeing else (node,)
-        last = (node,) if freeing else instance.successors[node]
-        opened: list[tuple[Hashable, Hashable]] = [("s", v) for v in first]
-        opened += [(w, "t") for w in last]
-        locks: list[tuple[Hashable, Hashable]] = [
-            (a, f) for m in memories for b, a, f in self._l0[m] if b not in own
-        ]
-        try:
-            return self._flow(opened + locks)
-        except nx.NetworkXUnbounded:  # no order keeps single residency around node
-            return self._flow(opened)
-
-    def _flow(self, opened: Sequence[tuple[Hashable, Hashable]]) -> int:
-        """The maximum flow with the ``opened`` arcs unbounded for the call."""
-        residual = self._residual
-        kept = [residual[u][v]["capacity"] for u, v in opened]
-        try:
-            for u, v in opened:
-                residual[u][v]["capacity"] = residual.graph["inf"]
-            boykov_kolmogorov(self._graph, "s", "t", residual=residual)
-            return int(residual.graph["flow_value"])
-        finally:
-            for (u, v), capacity in zip(opened, kept, strict=True):
-                residual[u][v]["capacity"] = capacity
-
-
-#: Nodes either side (along the topological order) that :func:`closure_cut_bound` evaluates
-#: around its best node so far.
-CUT_RADIUS = 3
-#: Share of the nodes :func:`closure_cut_bound` cuts that it spreads over the busiest ones.
-CUT_SPREAD = 0.5
-
-
-def closure_cut_bound(
-    instance: Instance,
-    cuts: int,
-    deadline: float | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[int, int]:
-    """The largest closure cut (module docstring) found in at most ``cuts`` nodes, and how
-    many nodes were cut, among the nodes with both predecessors and successors. Half of them
-    are the ops that use the most buffers, where inputs from several producers meet (the best
-    of 20 in the busiest tenth against 20 spread over every op: Conv_Case0 5,376 / 1,346,
-    FlashAttention_Case0 1,024 / 392, Conv_Case1 1,728 / 1,584), spread along the topological
-    order (:func:`_busiest_first`); the rest are the nearest ones in that grouped list,
-    ``CUT_RADIUS`` either side, of the best node so far that still has some
-    (ties: the earliest): on Conv_Case1 the high cuts gather in its first layers. Nothing
-    else than the graph decides which nodes, so the same graph under other names (the
-    canonical numbering of :mod:`solver.canonical`) gets the same bound. Stops early past
-    ``deadline`` (``time.monotonic()``); ``progress`` hears the count and the best after each
-    node. (The share spread, half, is ``CUT_SPREAD``.)"""
-    candidates = [
-        v for v in instance.topological_order if instance.predecessors[v] and instance.successors[v]
-    ]
-    if cuts <= 0 or not candidates or (deadline is not None and time.monotonic() > deadline):
-        return 0, 0
-    cutter = ClosureCuts(instance)
-    # The busiest nodes first, then the others by count, each group in topological order: the
-    # climb's neighbours are the nodes next to the best one in that list.
-    line, spread = _busiest_first(instance, candidates)
-    found: dict[int, int] = {}  # position in line -> cut
-    todo = spread[: max(1, int(CUT_SPREAD * min(cuts, len(line))))]
-    while todo and len(found) < cuts:
-        for at in todo[: cuts - len(found)]:
-            if deadline is not None and time.monotonic() > deadline:
-                return max(found.values(), default=0), len(found)
-            found[at] = cutter.at(line[at])
-            if progress is not None:
-                progress(len(found), max(found.values()))
-        todo = []
-        for at, _ in sorted(found.items(), key=lambda item: (-item[1], item[0])):
-            near = range(max(0, at - CUT_RADIUS), min(len(line), at + CUT_RADIUS + 1))
-            todo = [p for p in near if p not in found]
-            if todo:
-                break
-    return max(found.values(), default=0), len(found)
-
-
-#: Golden-ratio step: taking positions i * step (mod 1) in turn, any prefix is spread evenly.
-_SPREAD = (5**0.5 - 1) / 2
-#: Share of the candidates that :func:`closure_cut_bound` takes as the busiest: those using
-#: at least as many buffers as this share of them does.
-BUSIEST_SHARE = 0.1
-
-
-def _busiest_first(instance: Instance, candidates: Sequence[int]) -> tuple[list[int], list[int]]:
-    """``candidates`` (in topological order) grouped: first the busiest nodes, those using at
-    least as many buffers as the ``BUSIEST_SHARE`` that use the most (a buffer node uses
-    none), then the others by decreasing count, each group in topological order; and the
-    positions in that list group by group, each group's in golden-ratio turn so that any
-    first few of a group spread along the order."""
-    uses = [len(instance.bufs_of(v)) if instance.is_op(v) else 0 for v in candidates]
-    ranked = sorted(uses, reverse=True)
-    busy = ranked[min(len(ranked) - 1, int(BUSIEST_SHARE * len(ranked)))]
-    groups: dict[int, list[int]] = {}
-    for v, count in zip(candidates, uses, strict=True):
-        groups.setdefault(min(count, busy), []).append(v)
-    line: list[int] = []
-    spread: list[int] = []
-    for count in sorted(groups, reverse=True):
-        group = groups[count]
-        turn = sorted(range(len(group)), key=lambda i: ((i * _SPREAD) % 1.0, i))
-        spread += [len(line) + i for i in turn]
-        line += group
-    return line, spread
 
 
 def relaxed_instance(instance: Instance, ops: Collection[int]) -> tuple[Instance, dict[int, int]]:

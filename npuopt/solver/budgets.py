@@ -44,12 +44,13 @@ FULL_MODEL_OPS = 400
 #: refinement budget, and the sizes tried in turn (ops) until one does not close.
 RELAXED_SHARE = 0.1
 RELAXED_OPS = (16, 24, 32, 40, 48, 64)
-#: Closure cuts (solver.bounds.closure_cut_bound), once every answer is in: their share of the
+#: Closure cuts (models.cuts.closure_cut_bound), once every answer is in: their share of the
 #: limit, as a count of nodes cut at ``CUT_NODE_S`` reference seconds a node of the graph per
-#: cut (23 cuts of Conv_Case1 took 16 s at speed 1.68, the network's build included). They
-#: run in the time the other stages leave before the limit (at 600 s, 23 cuts on Conv_Case1,
-#: whose answers are in by 540-580 s), so they change no answer, only the bound.
-CUT_SHARE, CUT_NODE_S = 0.03, 3.5e-5
+#: cut (all 12,060 nodes of Conv_Case1 took 290 s at speed 1.19, 24 ms a cut: 8e-7 s a node;
+#: with margin). They run in the time the other stages leave before the limit (at 600 s, about
+#: 590 cuts on Conv_Case1, whose answers are in by 540-580 s), so they change no answer, only
+#: the bound.
+CUT_SHARE, CUT_NODE_S = 0.03, 1e-6
 
 
 def cuts_for(work_s: float, nodes: int) -> int:

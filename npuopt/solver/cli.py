@@ -26,10 +26,11 @@ from npuopt.instances import OFFICIAL_CASES, bundled, official_case
 from npuopt.instances.generator import FAMILIES
 from npuopt.instances.generator import generate as generate_graph
 from npuopt.instances.transform import renumber, union
+from npuopt.models.cuts import closure_cut_bound
 from npuopt.solver.bench import COLUMNS as BENCH_COLUMNS
 from npuopt.solver.bench import done_keys, git_commit, read_rows, run_study, write_readme
 from npuopt.solver.bench import tasks as bench_tasks
-from npuopt.solver.bounds import closure_cut_bound, makespan_bound, order_bound
+from npuopt.solver.bounds import makespan_bound, order_bound
 from npuopt.solver.canonical import canonicalize
 from npuopt.solver.clock import process_elapsed
 from npuopt.solver.errors import NpuoptError

@@ -12,13 +12,12 @@ from hypothesis import strategies as st
 
 from npuopt.instances import OFFICIAL_CASES, bundled
 from npuopt.instances.generator import generate
+from npuopt.models.cuts import ClosureCuts, closure_cut_bound
 from npuopt.models.ordering import OrderingData, solve_order
 from npuopt.models.placement import solve_placement
 from npuopt.solver.bounds import (
-    ClosureCuts,
     TrafficBound,
     block_lines,
-    closure_cut_bound,
     critical_path,
     earliest_starts,
     forced_live_units,

@@ -32,8 +32,9 @@ from npuopt.heuristics.generators import (
 )
 from npuopt.heuristics.neighbourhoods import ordering_neighbourhoods, peak_key
 from npuopt.heuristics.ordering import OrderingParams, OrderingRun, order_heuristic
+from npuopt.models.cuts import closure_cut_bound
 from npuopt.models.ordering import OrderingData, solve_order
-from npuopt.solver.bounds import closure_cut_bound, peak_ops, relaxed_instance
+from npuopt.solver.bounds import peak_ops, relaxed_instance
 from npuopt.solver.budgets import (
     CLOSING_DESCENT,
     COMPACTION_ALONE_SHARE,
@@ -264,7 +265,7 @@ def closure_bound(
     started: float,
     report: Callable[[str, str], None],
 ) -> None:
-    """Raise the Problem 1 bound with closure cuts (:func:`solver.bounds.closure_cut_bound`)
+    """Raise the Problem 1 bound with closure cuts (:func:`models.cuts.closure_cut_bound`)
     at as many nodes as ``CUT_SHARE`` of the limit cuts, once every answer is in (the stages
     before leave that time: the answers do not wait for it), unless the answer is proven
     optimal already. Stops at the limit."""
