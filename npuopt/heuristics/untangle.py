@@ -24,13 +24,14 @@ so the result depends on the order and the graph, never on ids. Pure Python.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from npuopt.heuristics.structure import OpGraph
+from npuopt.solver.hardware import COUNTED_MEMORIES
 from npuopt.solver.instance import Instance
-from npuopt.solver.solution import op_profile
+from npuopt.solver.solution import buffer_lifetimes, op_profile
 
 #: Re-sorts :func:`untangle` tries at most (each is one pass over the order).
 ROUNDS = 32
@@ -62,6 +63,70 @@ def untangle(
             break
         key, order, profile = best
     return order
+
+
+#: Positions :func:`untangle_excess` tries (the worst first): each costs a pass per window.
+EXCESS_MOVES = 16
+
+
+def untangle_excess(
+    instance: Instance,
+    graph: OpGraph,
+    op_order: Sequence[int],
+    capacity: Mapping[str, int],
+    moves: int = EXCESS_MOVES,
+) -> list[int]:
+    """``op_order`` untangled (module docstring) where its live L1/UB units exceed
+    ``capacity`` (units per memory): windows around the op of largest excess (summed over the
+    memories), then the next largest not tried yet, each re-sorting kept when it lowers the
+    total excess over every op (what Problem 2 must spill, roughly) without raising the peak;
+    ``moves`` positions at most. Problem 2's orders start from it."""
+    order = list(op_order)
+    memories = [m for m in COUNTED_MEMORIES if m in capacity]
+    if len(order) < 2 or not memories:
+        return order
+    peak = int(op_profile(instance, order).max(initial=0))
+    over = _excess(instance, order, capacity, memories)
+    tried: set[int] = set()
+    for _ in range(moves):
+        left = np.flatnonzero(over > 0)
+        left = left[[i not in tried for i in left.tolist()]] if tried else left
+        if not len(left):
+            break
+        at = int(left[np.argmax(over[left])])
+        tried.add(at)
+        best: tuple[int, list[int], np.ndarray] | None = None
+        for lo, hi in _windows(len(order), at):
+            trial = untangled_window(graph, order, lo, hi)
+            if trial is None:
+                continue
+            found = _excess(instance, trial, capacity, memories)
+            total = int(found.sum())
+            if total < (best[0] if best is not None else int(over.sum())) and (
+                int(op_profile(instance, trial).max(initial=0)) <= peak
+            ):
+                best = (total, trial, found)
+        if best is not None:
+            _, order, over = best
+    return order
+
+
+def _excess(
+    instance: Instance, order: Sequence[int], capacity: Mapping[str, int], memories: list[str]
+) -> np.ndarray:
+    """Per op of ``order``: live units above capacity, summed over ``memories`` (first and
+    last use)."""
+    position = {v: p for p, v in enumerate(order)}
+    delta = {m: np.zeros(len(order) + 1, dtype=np.int64) for m in memories}
+    for b, (first, last) in buffer_lifetimes(instance, position).items():
+        buf = instance.buffers[b]
+        if buf.memory in delta:
+            delta[buf.memory][first] += buf.size_units
+            delta[buf.memory][last + 1] -= buf.size_units
+    over = np.zeros(len(order), dtype=np.int64)
+    for m in memories:
+        over += np.maximum(np.cumsum(delta[m][:-1]) - capacity[m], 0)
+    return over
 
 
 def _key(profile: np.ndarray) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from npuopt.heuristics.generators import GENERATORS, generator_task, structure_of
 from npuopt.heuristics.structure import op_graph
-from npuopt.heuristics.untangle import untangle, untangled_window
+from npuopt.heuristics.untangle import untangle, untangle_excess, untangled_window
 from npuopt.instances.generator import generate
 from npuopt.instances.transform import renumber
 from npuopt.solver.instance import parse_instance
@@ -69,6 +69,18 @@ def test_untangle_runs_independent_parts_one_after_another():
     assert untangled_window(graph, tangled, 0, 2) is None
 
 
+def test_untangle_excess_lowers_what_overflows_a_capacity():
+    """With UB at 10 units, the interleaved order has 1 + 11 + 10 live units above it at a1,
+    b1 and a2; part after part, 1 at each of L's users and a2."""
+    inst = _two_parts()
+    graph = op_graph(inst)
+    found = untangle_excess(inst, graph, [1, 3, 5, 6, 7], {"UB": 10})
+    assert found == [1, 3, 6, 5, 7]
+    # Nothing above capacity, nothing to do; a memory without a capacity is not looked at.
+    assert untangle_excess(inst, graph, [1, 3, 5, 6, 7], {"UB": 21}) == [1, 3, 5, 6, 7]
+    assert untangle_excess(inst, graph, [1, 3, 5, 6, 7], {"L1": 1}) == [1, 3, 5, 6, 7]
+
+
 @settings(max_examples=80, deadline=None)
 @given(instances(), st.integers(0, 2**16))
 def test_untangle_keeps_every_path_and_never_raises_the_peak(inst, seed):
@@ -85,9 +97,10 @@ def test_untangle_keeps_every_path_and_never_raises_the_peak(inst, seed):
             left[w] -= 1
             if left[w] == 0:
                 ready.append(w)
-    found = untangle(inst, graph, order)
-    _keeps_paths(inst, found)
-    assert op_profile(inst, found).max(initial=0) <= op_profile(inst, order).max(initial=0)
+    peak = op_profile(inst, order).max(initial=0)
+    for found in (untangle(inst, graph, order), untangle_excess(inst, graph, order, {"UB": 6})):
+        _keeps_paths(inst, found)
+        assert op_profile(inst, found).max(initial=0) <= peak
 
 
 def test_portfolio_runs_are_untangled_and_name_free():

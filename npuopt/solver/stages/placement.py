@@ -5,7 +5,8 @@ order of L0-connected units, on an address-free traffic estimate, from the list 
 best order), from stream grouping (:mod:`heuristics.streams`: a few independent computations at
 a time, built on the Problem 1 orders, the topological one and every generator's, their
 COPY_INs hoisted as far as the estimate allows) and from Problem 1 (the list scheduler's best
-order and the refined one). Each is placed with each placement policy
+order, untangled where live memory exceeds a capacity (:mod:`heuristics.untangle`), and the
+refined one). Each is placed with each placement policy
 (:mod:`heuristics.placement`) and reordered for the pipes with the placement kept
 (:mod:`heuristics.pipes`). The best is refined by the CP-SAT placement model
 (:mod:`models.placement`): the full model on small instances, then windowed LNS, whose windows
@@ -29,6 +30,7 @@ from npuopt.heuristics.placement import (
     place,
 )
 from npuopt.heuristics.streams import grouped_op_order, hoist_loads, stream_of
+from npuopt.heuristics.structure import op_graph
 from npuopt.heuristics.traversal import (
     TraversalParams,
     anneal_from,
@@ -38,6 +40,7 @@ from npuopt.heuristics.traversal import (
     find_units,
     traversal_start,
 )
+from npuopt.heuristics.untangle import untangle_excess
 from npuopt.models.placement import solve_placement
 from npuopt.solver.bounds import traffic_bound
 from npuopt.solver.budgets import (
@@ -106,6 +109,10 @@ def placement_stage(
             orders.append((method, order))
     if not orders:
         orders.append(("topological", instance.topological_order))
+    # The first untangled where memory overflows (heuristics.untangle): the parts of a window
+    # that share nothing but loads, one after another, leave less to spill (Conv_Case1's
+    # Problem 1 order: live units above capacity, summed over its ops, 652,055 -> 30,746).
+    orders[0] = _untangled(instance, options, *orders[0])
     # A placed answer at once, before any search: an interrupt from here on leaves valid
     # Problem 2 and 3 files (the greedy placement cannot fail on a placeable graph).
     first = f"{orders[0][0]}+{PLACEMENT_POLICIES[0]}"
@@ -170,6 +177,21 @@ def placement_stage(
         f"makespan {e2.makespan_cycles:,} ({result.p2.method})",
     )
     return handed, pass_s
+
+
+def _untangled(
+    instance: Instance, options: SolveOptions, method: str, order: tuple[int, ...]
+) -> tuple[str, tuple[int, ...]]:
+    """``order`` untangled against the capacities (:func:`heuristics.untangle.untangle_excess`)
+    and named so, or as it was when that changes nothing or no schedule keeps the L0 rule."""
+    ops = op_order_of(instance, order)
+    found = untangle_excess(instance, op_graph(instance), ops, options.hardware.capacity_units)
+    if tuple(found) == ops:
+        return method, order
+    try:
+        return f"{method}+untangled", schedule_from_op_order(instance, found)
+    except ValueError:
+        return method, order
 
 
 #: Seeds of the traversal search come from a random stream of their own (``(seed, this)``),
