@@ -9,8 +9,8 @@ pile up (5,570 units at the peak). Run position by position, a position's tiles 
 soon as its eight chains are done (4,344 in that window).
 
 Inside a window (a run of consecutive ops of an order), leave out the *loads* (ops with no op
-predecessor: they read only DDR) and split the other ops into the parts that the window's
-edges connect. No path links two parts inside the window: a path between two ops of the window
+predecessor, such as the COPY_INs: they read no op's output) and split the other ops into the
+parts that the window's edges connect. No path links two parts inside the window: a path between two ops of the window
 runs through ops placed between them, so inside it, and no path runs through a load. Running
 the parts one after another, each in its own order, with each load just before its first user
 (a load nothing in the window uses stays last), is again an order that keeps every path.
