@@ -10,10 +10,11 @@ soon as its eight chains are done (4,344 in that window).
 
 Inside a window (a run of consecutive ops of an order), leave out the *loads* (ops with no op
 predecessor, such as the COPY_INs: they read no op's output) and split the other ops into the
-parts that the window's edges connect. No path links two parts inside the window: a path between two ops of the window
-runs through ops placed between them, so inside it, and no path runs through a load. Running
-the parts one after another, each in its own order, with each load just before its first user
-(a load nothing in the window uses stays last), is again an order that keeps every path.
+parts that the window's edges connect. No path links two parts inside the window: a path
+between two ops of the window runs through ops placed between them, so inside it, and no path
+runs through a load. Running the parts one after another, each in its own order, with each
+load just before its first user (a load nothing in the window uses stays last), is again an
+order that keeps every path.
 
 :func:`untangle` re-sorts windows of several sizes around the peak (live L1/UB units by first
 and last use, :func:`solver.solution.op_profile`), the parts in the order they first appear,
