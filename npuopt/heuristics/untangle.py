@@ -14,7 +14,9 @@ parts that the window's edges connect. No path links two parts inside the window
 between two ops of the window runs through ops placed between them, so inside it, and no path
 runs through a load. Running the parts one after another, each in its own order, with each
 load just before its first user (a load nothing in the window uses stays last), is again an
-order that keeps every path.
+order that keeps every path. It may break L0 single residency (a part's L0 buffer can open
+while another part's buffer of that memory is live): Problem 1's list scheduler restores it,
+and Problem 2 keeps its first order when the untangled one breaks it.
 
 :func:`untangle` re-sorts windows of several sizes around the peak (live L1/UB units by first
 and last use, :func:`solver.solution.op_profile`), the parts in the order they first appear,

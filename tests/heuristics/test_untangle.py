@@ -13,8 +13,12 @@ from npuopt.heuristics.structure import op_graph
 from npuopt.heuristics.untangle import untangle, untangle_excess, untangled_window
 from npuopt.instances.generator import generate
 from npuopt.instances.transform import renumber
+from npuopt.solver.case import SolveOptions
+from npuopt.solver.evaluate import evaluate_order
+from npuopt.solver.hardware import Hardware
 from npuopt.solver.instance import parse_instance
-from npuopt.solver.solution import op_profile, op_successors
+from npuopt.solver.solution import op_profile, op_successors, schedule_from_op_order
+from npuopt.solver.stages.placement import _untangled
 
 from helpers import official
 from strategies import instances
@@ -79,6 +83,36 @@ def test_untangle_excess_lowers_what_overflows_a_capacity():
     # Nothing above capacity, nothing to do; a memory without a capacity is not looked at.
     assert untangle_excess(inst, graph, [1, 3, 5, 6, 7], {"UB": 21}) == [1, 3, 5, 6, 7]
     assert untangle_excess(inst, graph, [1, 3, 5, 6, 7], {"L1": 1}) == [1, 3, 5, 6, 7]
+
+
+def test_untangling_may_break_l0_residency_and_problem_2_then_keeps_its_order():
+    """A MOVE fills X (L0A), read by a1 and b1; a2 uses Y (L0A). Untangled, a1 a2 b1 b2 opens
+    Y while X waits for b1: not a valid Problem 1 schedule, so Problem 2 keeps the order."""
+
+    def buffer(i, op, buf, size, memory):
+        return {"Id": i, "Op": op, "BufId": buf, "Size": size, "Type": memory}
+
+    def op(i, pipe, bufs):
+        return {"Id": i, "Op": "VEC", "Pipe": pipe, "Cycles": 1, "Bufs": bufs}
+
+    nodes = [
+        *(buffer(0, "ALLOC", 0, 1, "L0A"), op(1, "MTE1", [0])),
+        *(buffer(2, "ALLOC", 1, 10, "UB"), op(3, "VECTOR", [0, 1])),
+        *(buffer(4, "ALLOC", 2, 10, "UB"), op(5, "VECTOR", [0, 2])),
+        *(buffer(6, "ALLOC", 3, 1, "L0A"), op(7, "VECTOR", [1, 3]), op(8, "VECTOR", [2])),
+        *(buffer(i, "FREE", b, s, m) for i, b, s, m in ((9, 0, 1, "L0A"), (10, 1, 10, "UB"))),
+        *(buffer(i, "FREE", b, s, m) for i, b, s, m in ((11, 2, 10, "UB"), (12, 3, 1, "L0A"))),
+    ]
+    edges = [[0, 1], [1, 3], [1, 5], [2, 3], [4, 5], [3, 7], [6, 7], [5, 8], [3, 9], [5, 9]]
+    edges += [[7, 10], [8, 11], [7, 12]]
+    inst = parse_instance({"Nodes": nodes, "Edges": edges})
+    tangled = [1, 3, 5, 7, 8]
+    found = untangle(inst, op_graph(inst), tangled)
+    assert found == [1, 3, 7, 5, 8]
+    assert not evaluate_order(inst, schedule_from_op_order(inst, found)).valid
+    order = schedule_from_op_order(inst, tangled)
+    options = SolveOptions(hardware=Hardware(capacity={"UB": 10}))
+    assert _untangled(inst, options, "listed", order) == ("listed", order)
 
 
 @settings(max_examples=80, deadline=None)

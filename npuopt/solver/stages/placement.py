@@ -63,7 +63,7 @@ from npuopt.solver.budgets import (
     runners_up,
 )
 from npuopt.solver.case import Candidate, CaseResult, SolveOptions, offer, wall_cap
-from npuopt.solver.evaluate import Evaluation, evaluate
+from npuopt.solver.evaluate import Evaluation, evaluate, evaluate_order
 from npuopt.solver.hardware import Hardware
 from npuopt.solver.instance import Instance
 from npuopt.solver.lns import Repaired, Step, run_lns
@@ -183,15 +183,20 @@ def _untangled(
     instance: Instance, options: SolveOptions, method: str, order: tuple[int, ...]
 ) -> tuple[str, tuple[int, ...]]:
     """``order`` untangled against the capacities (:func:`heuristics.untangle.untangle_excess`)
-    and named so, or as it was when that changes nothing or no schedule keeps the L0 rule."""
+    and named so, or as it was when that changes nothing or the untangled schedule breaks a
+    rule of Problem 1 (untangling can move one part's L0 buffer into the lifetime of another
+    part's buffer of that memory: single residency is not one of its constraints)."""
     ops = op_order_of(instance, order)
     found = untangle_excess(instance, op_graph(instance), ops, options.hardware.capacity_units)
     if tuple(found) == ops:
         return method, order
     try:
-        return f"{method}+untangled", schedule_from_op_order(instance, found)
+        untangled = schedule_from_op_order(instance, found)
     except ValueError:
         return method, order
+    if not evaluate_order(instance, untangled).valid:
+        return method, order
+    return f"{method}+untangled", untangled
 
 
 #: Seeds of the traversal search come from a random stream of their own (``(seed, this)``),
