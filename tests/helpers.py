@@ -13,6 +13,7 @@ from npuopt.instances import official_case, official_dir
 from npuopt.solver.evaluate import evaluate_order
 from npuopt.solver.hardware import Hardware, load_hardware
 from npuopt.solver.instance import Instance, load_instance, parse_instance
+from npuopt.solver.solution import op_successors
 
 DATA = Path(__file__).parent / "data"
 TINY = (
@@ -101,3 +102,12 @@ def brute_force_optimum(inst: Instance) -> int | None:
         if result.valid and (best is None or result.max_v_stay_units < best):
             best = result.max_v_stay_units
     return best
+
+
+def assert_keeps_paths(instance: Instance, op_order) -> None:
+    """``op_order`` holds every op once and puts each op before the ops it reaches."""
+    position = {v: p for p, v in enumerate(op_order)}
+    assert sorted(op_order) == sorted(instance.op_ids)
+    for v, after in enumerate(op_successors(instance)):
+        for w in after:
+            assert position[v] < position[w], (v, w)

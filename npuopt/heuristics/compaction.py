@@ -34,9 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from npuopt.heuristics.neighbourhoods import profile_key
-from npuopt.solver.hardware import COUNTED_MEMORIES, L0_MEMORIES
+from npuopt.solver.hardware import L0_MEMORIES
 from npuopt.solver.instance import Instance
-from npuopt.solver.solution import op_successors
+from npuopt.solver.solution import LiveProfile, op_successors
 
 #: Seconds a move takes on this machine (one move re-sequences every op) for a graph of 1,000
 #: ops, and how that grows with the op count n: ``MOVE_S_1000 * (n / 1000) ** MOVE_GROWTH``.
@@ -79,36 +79,17 @@ class Compactor:
             v: [b for b in instance.bufs_of(v) if buffers[b].memory in L0_MEMORIES]
             for v in self.ops
         }
-        counted = [b for b, buf in buffers.items() if buf.users and buf.memory in COUNTED_MEMORIES]
+        #: Vectorised residency profile of the L1/UB buffers.
+        self.live = LiveProfile(instance)
+        self._counted = self.live.buffers
         #: Buffers a move may compact: L1/UB ones with at least two users.
-        self.movable = [b for b in counted if len(buffers[b].users) >= 2]
-        # Vectorised profile: users of every counted buffer, one segment each.
-        self._users = np.concatenate(
-            [np.asarray(buffers[b].users, dtype=np.int64) for b in counted] or [np.zeros(0, int)]
-        )
-        self._segment_starts = np.cumsum([0] + [len(buffers[b].users) for b in counted[:-1]])
-        self._sizes = np.asarray([buffers[b].size_units for b in counted], dtype=np.int64)
-        self._counted = counted
+        self.movable = [b for b in self._counted if len(buffers[b].users) >= 2]
 
     # -- the objective ----------------------------------------------------------------------
 
-    def _lifetimes(self, op_order: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        pos = np.zeros(self.instance.n_nodes, dtype=np.int64)
-        pos[np.asarray(op_order, dtype=np.int64)] = np.arange(len(op_order))
-        at = pos[self._users]
-        first = np.minimum.reduceat(at, self._segment_starts)
-        last = np.maximum.reduceat(at, self._segment_starts)
-        return first, last
-
     def profile(self, op_order: Sequence[int]) -> np.ndarray:
         """Live L1+UB units at each op position (as :func:`solver.solution.op_profile`)."""
-        if not self._counted:
-            return np.zeros(len(op_order), dtype=np.int64)
-        first, last = self._lifetimes(op_order)
-        delta = np.zeros(len(op_order) + 1, dtype=np.int64)
-        np.add.at(delta, first, self._sizes)
-        np.add.at(delta, last + 1, -self._sizes)
-        return np.cumsum(delta[:-1])
+        return self.live.profile(op_order)
 
     def key(self, op_order: Sequence[int]) -> Key:
         """``(peak, positions at the peak)``, as :func:`heuristics.neighbourhoods.peak_key`."""
@@ -120,7 +101,7 @@ class Compactor:
             return []
         profile = self.profile(op_order)
         peaks = np.flatnonzero(profile == profile.max())
-        first, last = self._lifetimes(op_order)
+        first, last = self.live.lifetimes(op_order)
         # A buffer is live at a peak when some peak position lies in [first, last].
         lo = np.searchsorted(peaks, first, side="left")
         hits = (lo < len(peaks)) & (peaks[np.minimum(lo, len(peaks) - 1)] <= last)

@@ -19,7 +19,7 @@ while another part's buffer of that memory is live): Problem 1's list scheduler 
 and Problem 2 keeps its first order when the untangled one breaks it.
 
 :func:`untangle` re-sorts windows of several sizes around the peak (live L1/UB units by first
-and last use, :func:`solver.solution.op_profile`), the parts in the order they first appear,
+and last use, :class:`solver.solution.LiveProfile`), the parts in the order they first appear,
 and keeps the window that lowers the peak most (then the number of ops at it); it repeats
 while that helps, at most ``rounds`` times. The windows come from positions in the order only,
 so the result depends on the order and the graph, never on ids. Pure Python.
@@ -31,10 +31,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from npuopt.heuristics.neighbourhoods import profile_key
 from npuopt.heuristics.structure import OpGraph
-from npuopt.solver.hardware import COUNTED_MEMORIES
 from npuopt.solver.instance import Instance
-from npuopt.solver.solution import buffer_lifetimes, op_profile
+from npuopt.solver.solution import LiveProfile
 
 #: Re-sorts :func:`untangle` tries at most (each is one pass over the order).
 ROUNDS = 32
@@ -50,8 +50,9 @@ def untangle(
     order = list(op_order)
     if len(order) < 2:
         return order
-    profile = op_profile(instance, order)
-    key = _key(profile)
+    live = LiveProfile(instance)
+    profile = live.profile(order)
+    key = profile_key(profile)
     for _ in range(rounds):
         peak_at = int(np.argmax(profile))
         best: tuple[tuple[int, int], list[int], np.ndarray] | None = None
@@ -59,9 +60,9 @@ def untangle(
             tried = untangled_window(graph, order, lo, hi)
             if tried is None:
                 continue
-            found = op_profile(instance, tried)
-            if _key(found) < (best[0] if best is not None else key):
-                best = (_key(found), tried, found)
+            found = live.profile(tried)
+            if profile_key(found) < (best[0] if best is not None else key):
+                best = (profile_key(found), tried, found)
         if best is None:
             break
         key, order, profile = best
@@ -85,11 +86,21 @@ def untangle_excess(
     total excess over every op (what Problem 2 must spill, roughly) without raising the peak;
     ``moves`` positions at most. Problem 2's orders start from it."""
     order = list(op_order)
-    memories = [m for m in COUNTED_MEMORIES if m in capacity]
-    if len(order) < 2 or not memories:
+    live = LiveProfile(instance)
+    if len(order) < 2:
         return order
-    peak = int(op_profile(instance, order).max(initial=0))
-    over = _excess(instance, order, capacity, memories)
+
+    def judged(trial: list[int]) -> tuple[int, np.ndarray]:
+        """The peak of L1+UB together and, per op, the units above capacity."""
+        profiles = live.by_memory(trial)
+        over = np.zeros(len(trial), dtype=np.int64)
+        for m, profile in profiles.items():
+            if m in capacity:
+                over += np.maximum(profile - capacity[m], 0)
+        together = np.sum(list(profiles.values()), axis=0) if profiles else over
+        return int(together.max(initial=0)), over
+
+    peak, over = judged(order)
     tried: set[int] = set()
     for _ in range(moves):
         left = np.flatnonzero(over > 0)
@@ -103,38 +114,13 @@ def untangle_excess(
             trial = untangled_window(graph, order, lo, hi)
             if trial is None:
                 continue
-            found = _excess(instance, trial, capacity, memories)
+            trial_peak, found = judged(trial)
             total = int(found.sum())
-            if total < (best[0] if best is not None else int(over.sum())) and (
-                int(op_profile(instance, trial).max(initial=0)) <= peak
-            ):
+            if trial_peak <= peak and total < (best[0] if best is not None else int(over.sum())):
                 best = (total, trial, found)
         if best is not None:
             _, order, over = best
     return order
-
-
-def _excess(
-    instance: Instance, order: Sequence[int], capacity: Mapping[str, int], memories: list[str]
-) -> np.ndarray:
-    """Per op of ``order``: live units above capacity, summed over ``memories`` (first and
-    last use)."""
-    position = {v: p for p, v in enumerate(order)}
-    delta = {m: np.zeros(len(order) + 1, dtype=np.int64) for m in memories}
-    for b, (first, last) in buffer_lifetimes(instance, position).items():
-        buf = instance.buffers[b]
-        if buf.memory in delta:
-            delta[buf.memory][first] += buf.size_units
-            delta[buf.memory][last + 1] -= buf.size_units
-    over = np.zeros(len(order), dtype=np.int64)
-    for m in memories:
-        over += np.maximum(np.cumsum(delta[m][:-1]) - capacity[m], 0)
-    return over
-
-
-def _key(profile: np.ndarray) -> tuple[int, int]:
-    peak = int(profile.max(initial=0))
-    return peak, int(np.count_nonzero(profile == peak))
 
 
 def _windows(n: int, peak_at: int) -> list[tuple[int, int]]:

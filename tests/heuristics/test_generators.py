@@ -17,18 +17,10 @@ from npuopt.instances.generator import FAMILIES, generate
 from npuopt.instances.transform import renumber
 from npuopt.solver.evaluate import evaluate_order
 from npuopt.solver.instance import graph_data, parse_instance
-from npuopt.solver.solution import op_profile, op_successors
+from npuopt.solver.solution import op_profile
 
-from helpers import official
+from helpers import assert_keeps_paths, official
 from strategies import instances
-
-
-def _respects_paths(instance, op_order):
-    position = {v: p for p, v in enumerate(op_order)}
-    assert sorted(op_order) == sorted(instance.op_ids)
-    for v, after in enumerate(op_successors(instance)):
-        for w in after:
-            assert position[v] < position[w], (v, w)
 
 
 def _p1(instance, op_order):
@@ -45,7 +37,7 @@ def test_every_generator_gives_an_order_of_the_ops_that_keeps_every_path(inst):
     structure = structure_of(inst)
     for generator in GENERATORS.values():
         for variant in (0, 1):
-            _respects_paths(inst, generator(inst, structure, variant))
+            assert_keeps_paths(inst, generator(inst, structure, variant))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -97,7 +89,7 @@ def test_blocks_order_regroups_a_generated_flashattention_graph():
     for variant in range(3):
         base = cone_order(inst, structure, variant, by_height=True)
         order = blocks_order(inst, structure, variant)
-        _respects_paths(inst, order)
+        assert_keeps_paths(inst, order)
         assert op_profile(inst, order).max() < op_profile(inst, base).max()
 
 
@@ -121,7 +113,7 @@ def test_blocks_order_with_a_buffer_no_op_uses():
                 edges += [[alloc, v], [v, free]]
     inst = parse_instance({"Nodes": nodes, "Edges": edges})
     order = blocks_order(inst, structure_of(inst))
-    _respects_paths(inst, order)
+    assert_keeps_paths(inst, order)
     # The load with one stream's UB buffer, then with the other's; the unused one never counts.
     assert op_profile(inst, order).max() == 8
 

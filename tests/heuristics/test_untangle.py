@@ -17,19 +17,11 @@ from npuopt.solver.case import SolveOptions
 from npuopt.solver.evaluate import evaluate_order
 from npuopt.solver.hardware import Hardware
 from npuopt.solver.instance import parse_instance
-from npuopt.solver.solution import op_profile, op_successors, schedule_from_op_order
+from npuopt.solver.solution import op_profile, schedule_from_op_order
 from npuopt.solver.stages.placement import _untangled
 
-from helpers import official
+from helpers import assert_keeps_paths, official
 from strategies import instances
-
-
-def _keeps_paths(instance, op_order):
-    position = {v: p for p, v in enumerate(op_order)}
-    assert sorted(op_order) == sorted(instance.op_ids)
-    for v, after in enumerate(op_successors(instance)):
-        for w in after:
-            assert position[v] < position[w], (v, w)
 
 
 def _two_parts():
@@ -133,7 +125,7 @@ def test_untangle_keeps_every_path_and_never_raises_the_peak(inst, seed):
                 ready.append(w)
     peak = op_profile(inst, order).max(initial=0)
     for found in (untangle(inst, graph, order), untangle_excess(inst, graph, order, {"UB": 6})):
-        _keeps_paths(inst, found)
+        assert_keeps_paths(inst, found)
         assert op_profile(inst, found).max(initial=0) <= peak
 
 
@@ -146,7 +138,7 @@ def test_portfolio_runs_are_untangled_and_name_free():
     for name in ("cone", "cone-net", "blocks"):
         for variant in (0, 1):
             found = generator_task(a, name, variant)
-            _keeps_paths(a, found)
+            assert_keeps_paths(a, found)
             peak = op_profile(a, found).max()
             assert peak <= op_profile(a, GENERATORS[name](a, structure, variant)).max()
             assert peak == op_profile(b, generator_task(b, name, variant)).max()
